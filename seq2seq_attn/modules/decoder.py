@@ -1,0 +1,228 @@
+"""Decoder flows: when to attend relative to the RNN update.
+
+Every flow is a subclass of :class:`RNNDecoder` that defines its input and
+feature sizes and one ``step``; the teacher-forced ``forward`` and the search
+both run through that ``step``. A flow whose step does not depend on its own
+previous output (Luong without input feeding, the bottleneck) sets
+``parallel`` and runs ``step`` once over all T target positions.
+"""
+
+from dataclasses import dataclass
+from typing import NamedTuple, Optional
+
+import torch
+from torch import Tensor, nn
+
+from seq2seq_attn.errors import ConfigError
+from seq2seq_attn.modules.attention import Memory, NoAttention
+from seq2seq_attn.modules.rnn import RNNState, make_rnn, map_state, top_hidden
+
+
+@dataclass(frozen=True)
+class DecoderSizes:
+    vocab: int  # V
+    emb: int  # E
+    hidden: int  # D
+    memory: int  # H
+    layers: int = 1  # L
+
+
+class DecoderState(NamedTuple):
+    rnn: RNNState  # (L, B, D), or (h, c) for an LSTM
+    feed: Optional[Tensor]  # (B, 1, D) previous attentional vector (input feeding), else None
+
+    def index_select(self, index: Tensor) -> "DecoderState":
+        """Pick or repeat batch rows (beam search). Args: index ``(B',)``."""
+        rnn = map_state(lambda s: s.index_select(1, index), self.rnn)
+        feed = None if self.feed is None else self.feed.index_select(0, index)
+        return DecoderState(rnn, feed)
+
+
+class StepOutput(NamedTuple):
+    features: Tensor  # (B, T, F) what the output layer reads
+    state: DecoderState
+    weights: Optional[Tensor]  # (B, T, S) attention weights, None without attention
+
+
+class RNNDecoder(nn.Module):
+    """Embedding, a GRU/LSTM, an attention module and one output layer.
+
+    The output layer runs once over all T steps in teacher-forced training.
+    """
+
+    flow = "base"
+    parallel = False
+
+    def __init__(
+        self, cell: str, sizes: DecoderSizes, attention: nn.Module, dropout: float = 0.0
+    ) -> None:
+        super().__init__()
+        self.sizes = sizes
+        self.embedding = nn.Embedding(sizes.vocab, sizes.emb)
+        self.dropout = nn.Dropout(dropout)
+        self.rnn = make_rnn(cell, self.rnn_input_size(sizes), sizes.hidden, sizes.layers, dropout)
+        self.attention = attention
+        self.output = nn.Linear(self.feature_size(sizes), sizes.vocab)
+
+    def rnn_input_size(self, sizes: DecoderSizes) -> int:
+        raise NotImplementedError
+
+    def feature_size(self, sizes: DecoderSizes) -> int:
+        raise NotImplementedError
+
+    def init_state(self, rnn_state: RNNState) -> DecoderState:
+        """Args: rnn_state ``(L, B, D)`` from the bridge."""
+        return DecoderState(rnn_state, None)
+
+    def step(self, emb: Tensor, state: DecoderState, memory: Memory) -> StepOutput:
+        """Args: emb ``(B, T, E)`` embedded previous tokens (T=1 unless ``parallel``)."""
+        raise NotImplementedError
+
+    def embed(self, tokens: Tensor) -> Tensor:
+        """Args: tokens ``(B, T)``. Returns ``(B, T, E)``."""
+        return self.dropout(self.embedding(tokens))
+
+    def logits(self, features: Tensor) -> Tensor:
+        """Args: features ``(B, T, F)``. Returns ``(B, T, V)``."""
+        return self.output(self.dropout(features))
+
+    def forward(
+        self, trg_in: Tensor, state: DecoderState, memory: Memory
+    ) -> tuple[Tensor, Optional[Tensor]]:
+        """Teacher forcing. Args: trg_in ``(B, T)`` starting with BOS.
+
+        Returns: logits ``(B, T, V)`` and weights ``(B, T, S)`` (None without attention).
+        """
+        emb = self.embed(trg_in)  # (B, T, E)
+        if self.parallel:
+            out = self.step(emb, state, memory)
+            return self.logits(out.features), out.weights
+        features, weights = [], []
+        for t in range(trg_in.size(1)):
+            out = self.step(emb[:, t : t + 1], state, memory)
+            state = out.state
+            features.append(out.features)
+            weights.append(out.weights)
+        all_weights = None if weights[0] is None else torch.cat(weights, dim=1)  # (B, T, S)
+        return self.logits(torch.cat(features, dim=1)), all_weights  # (B, T, V)
+
+
+class BahdanauDecoder(RNNDecoder):
+    """Bahdanau et al. 2015: attend with s(t-1), then update.
+
+    ``c(t) = attend(s(t-1))``; ``s(t) = RNN([emb(y(t-1)); c(t)], s(t-1))``;
+    ``logits = W_o [s(t); c(t); emb(y(t-1))]`` (a linear deep output).
+    """
+
+    flow = "bahdanau"
+
+    def rnn_input_size(self, sizes: DecoderSizes) -> int:
+        return sizes.emb + sizes.memory
+
+    def feature_size(self, sizes: DecoderSizes) -> int:
+        return sizes.hidden + sizes.memory + sizes.emb
+
+    def step(self, emb: Tensor, state: DecoderState, memory: Memory) -> StepOutput:
+        query = top_hidden(state.rnn).unsqueeze(1)  # (B, 1, D)
+        context, weights = self.attention(query, memory)  # (B, 1, H), (B, 1, S)
+        # T > 1 only for the bottleneck, whose context does not depend on the state
+        context = context.expand(-1, emb.size(1), -1)  # (B, T, H)
+        output, rnn_state = self.rnn(torch.cat([emb, context], dim=-1), state.rnn)  # (B, T, D)
+        features = torch.cat([output, context, emb], dim=-1)  # (B, T, D+H+E)
+        return StepOutput(features, DecoderState(rnn_state, None), weights)
+
+
+class BottleneckDecoder(BahdanauDecoder):
+    """The no-attention baseline (Cho et al. 2014; Bahdanau's RNNencdec).
+
+    The Bahdanau flow with :class:`NoAttention`: the context is the same
+    fixed-size source summary at every step, so teacher forcing runs all T
+    steps in one RNN call.
+    """
+
+    flow = "none"
+    parallel = True
+
+    def __init__(
+        self, cell: str, sizes: DecoderSizes, attention: nn.Module, dropout: float = 0.0
+    ) -> None:
+        if not isinstance(attention, NoAttention):
+            raise ConfigError(
+                "flow 'none' is the no-attention baseline and takes no scorer: "
+                "set attention to 'none', or pick flow 'bahdanau' or 'luong'"
+            )
+        super().__init__(cell, sizes, attention, dropout)
+
+
+class LuongDecoder(RNNDecoder):
+    """Luong et al. 2015: update, then attend with s(t).
+
+    ``s(t) = RNN(x(t), s(t-1))`` with ``x(t) = [emb(y(t-1)); s~(t-1)]`` when
+    ``input_feed`` (Sec. 3.3) else ``emb(y(t-1))``; ``c(t) = attend(s(t))``;
+    ``s~(t) = tanh(W_c [c(t); s(t)])`` (Eq. 5); ``logits = W_s s~(t)`` (Eq. 6).
+    Without input feeding nothing feeds back, so training runs the RNN over
+    the whole target in one call and attends for all T steps at once.
+    """
+
+    flow = "luong"
+
+    def __init__(
+        self,
+        cell: str,
+        sizes: DecoderSizes,
+        attention: nn.Module,
+        dropout: float = 0.0,
+        input_feed: bool = True,
+    ) -> None:
+        self.input_feed = input_feed  # read by rnn_input_size during super().__init__
+        super().__init__(cell, sizes, attention, dropout)
+        self.combine = nn.Linear(sizes.memory + sizes.hidden, sizes.hidden, bias=False)
+        self.parallel = not input_feed
+
+    def rnn_input_size(self, sizes: DecoderSizes) -> int:
+        return sizes.emb + (sizes.hidden if self.input_feed else 0)
+
+    def feature_size(self, sizes: DecoderSizes) -> int:
+        return sizes.hidden
+
+    def init_state(self, rnn_state: RNNState) -> DecoderState:
+        if not self.input_feed:
+            return DecoderState(rnn_state, None)
+        feed = torch.zeros_like(top_hidden(rnn_state)).unsqueeze(1)  # (B, 1, D)
+        return DecoderState(rnn_state, feed)
+
+    def step(self, emb: Tensor, state: DecoderState, memory: Memory) -> StepOutput:
+        inputs = emb if state.feed is None else torch.cat([emb, state.feed], dim=-1)  # (B, T, E[+D])
+        output, rnn_state = self.rnn(inputs, state.rnn)  # (B, T, D)
+        context, weights = self.attention(output, memory)  # (B, T, H), (B, T, S)
+        attentional = torch.tanh(self.combine(torch.cat([context, output], dim=-1)))  # (B, T, D)
+        feed = attentional[:, -1:] if self.input_feed else None  # (B, 1, D)
+        return StepOutput(attentional, DecoderState(rnn_state, feed), weights)
+
+
+DECODERS: dict[str, type[RNNDecoder]] = {
+    "bahdanau": BahdanauDecoder,
+    "luong": LuongDecoder,
+    "none": BottleneckDecoder,
+}
+
+
+def build_decoder(
+    flow: str,
+    cell: str,
+    sizes: DecoderSizes,
+    attention: nn.Module,
+    dropout: float = 0.0,
+    input_feed: bool = True,
+) -> RNNDecoder:
+    """Instantiate a flow by name; ``input_feed`` matters only to ``luong``."""
+    if flow not in DECODERS:
+        raise ConfigError(f"unknown flow {flow!r}: choose one of {sorted(DECODERS)}")
+    if flow != "none" and isinstance(attention, NoAttention):
+        raise ConfigError(
+            f"attention 'none' is the bottleneck baseline: set flow to 'none' (not {flow!r}), "
+            "or pick a scorer"
+        )
+    if flow == "luong":
+        return LuongDecoder(cell, sizes, attention, dropout, input_feed=input_feed)
+    return DECODERS[flow](cell, sizes, attention, dropout)

@@ -1,0 +1,160 @@
+"""Attention scorers: one small class each, registered by name.
+
+A scorer only scores. ``prepare_keys`` runs once per batch on the encoder
+memory (everything that does not depend on the decoder query); ``forward``
+scores T queries against the prepared keys. Masking, softmax and the weighted
+sum live in :class:`seq2seq_attn.modules.attention.Attention`.
+
+Adding a scorer = one class here with ``@register_scorer("name")``; the tests
+parametrise over :data:`SCORERS`, so it is tested without further edits.
+"""
+
+import math
+from typing import Callable, Optional
+
+import torch
+from torch import Tensor, nn
+
+from seq2seq_attn.errors import ConfigError
+
+SCORERS: dict[str, type["Scorer"]] = {}
+
+
+def register_scorer(name: str) -> Callable[[type["Scorer"]], type["Scorer"]]:
+    """Class decorator: make a scorer selectable as ``attention: <name>``."""
+
+    def add(cls: type["Scorer"]) -> type["Scorer"]:
+        SCORERS[name] = cls
+        cls.name = name
+        return cls
+
+    return add
+
+
+def build_scorer(
+    name: str, query_size: int, key_size: int, attn_size: Optional[int] = None
+) -> "Scorer":
+    """Instantiate the scorer registered as ``name``; unknown names fail in one line."""
+    if name not in SCORERS:
+        raise ConfigError(f"unknown attention scorer {name!r}: choose one of {sorted(SCORERS)}")
+    return SCORERS[name](query_size, key_size, attn_size)
+
+
+class Scorer(nn.Module):
+    """Interface: energies ``e(q, h)`` of T queries against S keys.
+
+    Every scorer takes ``(query_size, key_size, attn_size)`` so that one grid
+    can sweep all of them; ``attn_size`` (A) is used by the scorers with a
+    hidden attention layer (``additive``, ``concat``) and ignored by the others.
+    """
+
+    name = "scorer"
+
+    def __init__(self, query_size: int, key_size: int, attn_size: Optional[int] = None) -> None:
+        super().__init__()
+        self.query_size = query_size
+        self.key_size = key_size
+
+    def prepare_keys(self, memory: Tensor) -> Tensor:
+        """Once per batch. Args: memory ``(B, S, H)``. Returns keys ``(B, S, K)``."""
+        return memory
+
+    def forward(self, query: Tensor, keys: Tensor) -> Tensor:
+        """Args: query ``(B, T, D)``, keys ``(B, S, K)``. Returns energies ``(B, T, S)``."""
+        raise NotImplementedError
+
+
+@register_scorer("dot")
+class DotScorer(Scorer):
+    """Luong et al. 2015, Eq. 8 "dot": ``e = qᵀ h``. No parameters."""
+
+    def __init__(self, query_size: int, key_size: int, attn_size: Optional[int] = None) -> None:
+        super().__init__(query_size, key_size)
+        if query_size != key_size:
+            raise ConfigError(
+                f"attention 'dot' needs equal query and key sizes, got decoder {query_size} "
+                f"and encoder output {key_size}: use attention 'general' or match the sizes"
+            )
+
+    def forward(self, query: Tensor, keys: Tensor) -> Tensor:
+        return query @ keys.transpose(1, 2)  # (B, T, S)
+
+
+@register_scorer("scaled_dot")
+class ScaledDotScorer(DotScorer):
+    """Vaswani et al. 2017: ``e = qᵀ h / sqrt(d)``, the dot score kept at unit scale."""
+
+    def forward(self, query: Tensor, keys: Tensor) -> Tensor:
+        return super().forward(query, keys) / math.sqrt(self.key_size)  # (B, T, S)
+
+
+@register_scorer("general")
+class GeneralScorer(Scorer):
+    """Luong et al. 2015, Eq. 8 "general": ``e = qᵀ W h``; ``W h`` is precomputed."""
+
+    def __init__(self, query_size: int, key_size: int, attn_size: Optional[int] = None) -> None:
+        super().__init__(query_size, key_size)
+        self.key_proj = nn.Linear(key_size, query_size, bias=False)
+
+    def prepare_keys(self, memory: Tensor) -> Tensor:
+        return self.key_proj(memory)  # (B, S, D)
+
+    def forward(self, query: Tensor, keys: Tensor) -> Tensor:
+        return query @ keys.transpose(1, 2)  # (B, T, S)
+
+
+class TanhScorer(Scorer):
+    """Shared energy of the additive family: ``e = vᵀ tanh(q' + k')``.
+
+    Subclasses say how the query and keys are projected into the attention
+    space of size A; the key projection runs once per batch.
+    """
+
+    def __init__(self, query_size: int, key_size: int, attn_size: Optional[int] = None) -> None:
+        super().__init__(query_size, key_size)
+        self.attn_size = attn_size or query_size
+        self.v = nn.Linear(self.attn_size, 1, bias=False)
+
+    def project_query(self, query: Tensor) -> Tensor:
+        """Args: query ``(B, T, D)``. Returns ``(B, T, A)``."""
+        raise NotImplementedError
+
+    def forward(self, query: Tensor, keys: Tensor) -> Tensor:
+        q = self.project_query(query)  # (B, T, A)
+        hidden = torch.tanh(q.unsqueeze(2) + keys.unsqueeze(1))  # (B, T, S, A)
+        return self.v(hidden).squeeze(-1)  # (B, T, S)
+
+
+@register_scorer("additive")
+class AdditiveScorer(TanhScorer):
+    """Bahdanau et al. 2015, App. A.1.2: ``e = vᵀ tanh(W q + U h)``; ``U h`` is precomputed."""
+
+    def __init__(self, query_size: int, key_size: int, attn_size: Optional[int] = None) -> None:
+        super().__init__(query_size, key_size, attn_size)
+        self.query_proj = nn.Linear(query_size, self.attn_size, bias=False)
+        self.key_proj = nn.Linear(key_size, self.attn_size, bias=False)
+
+    def project_query(self, query: Tensor) -> Tensor:
+        return self.query_proj(query)  # (B, T, A)
+
+    def prepare_keys(self, memory: Tensor) -> Tensor:
+        return self.key_proj(memory)  # (B, S, A)
+
+
+@register_scorer("concat")
+class ConcatScorer(TanhScorer):
+    """Luong et al. 2015, Eq. 8 "concat": ``e = vᵀ tanh(W [q; h])``.
+
+    One matrix ``W`` of shape ``(A, D + H)`` as in the paper, applied as its two
+    column blocks so that the key half ``W[:, D:] h`` is computed once per batch.
+    """
+
+    def __init__(self, query_size: int, key_size: int, attn_size: Optional[int] = None) -> None:
+        super().__init__(query_size, key_size, attn_size)
+        self.weight = nn.Linear(query_size + key_size, self.attn_size, bias=False)
+
+    def project_query(self, query: Tensor) -> Tensor:
+        return query @ self.weight.weight[:, : self.query_size].t()  # (B, T, A)
+
+    def prepare_keys(self, memory: Tensor) -> Tensor:
+        return memory @ self.weight.weight[:, self.query_size :].t()  # (B, S, A)

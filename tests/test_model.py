@@ -1,0 +1,86 @@
+"""Encoder, decoder flows and Seq2Seq: every flow x scorer x cell."""
+
+import pytest
+import torch
+from conftest import CELLS, V_SRC, V_TRG, VARIANTS, tiny_model
+
+from seq2seq_attn.errors import ConfigError
+from seq2seq_attn.modules import build_seq2seq
+from seq2seq_attn.modules.encoder import RNNEncoder
+
+
+def gold_prefix(batch=3, steps=6):
+    trg_in = torch.randint(4, V_TRG, (batch, steps))
+    trg_in[:, 0] = 1
+    return trg_in
+
+
+@pytest.mark.parametrize("cell", CELLS)
+@pytest.mark.parametrize("flow,attention,input_feed", VARIANTS)
+def test_forward_equals_step_loop(flow, attention, cell, input_feed, src_batch):
+    model = tiny_model(flow, attention, cell, input_feed=input_feed)
+    src, lengths = src_batch
+    trg_in = gold_prefix()
+    out = model(src, lengths, trg_in)
+    memory, state = model.encode(src, lengths)
+    steps = []
+    for t in range(trg_in.size(1)):
+        result = model.decode_step(trg_in[:, t], state, memory)
+        steps.append(result)
+        state = result.state
+    log_probs = torch.stack([r.log_probs for r in steps], dim=1)  # (B, T, V)
+    torch.testing.assert_close(out.logits.log_softmax(-1), log_probs, atol=1e-5, rtol=0)
+    if attention == "none":
+        assert out.weights is None and steps[0].weights is None
+    else:
+        assert out.weights.shape == (3, trg_in.size(1), src.size(1))
+        weights = torch.stack([r.weights for r in steps], dim=1)
+        torch.testing.assert_close(out.weights, weights, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("cell", CELLS)
+def test_encoder_ignores_padding(cell):
+    encoder = RNNEncoder(cell, V_SRC, 6, 4, num_layers=2, bidirectional=True).eval()
+    src = torch.randint(4, V_SRC, (1, 4))
+    padded = torch.cat([src, torch.zeros(1, 3, dtype=torch.long)], dim=1)
+    short = encoder(src, torch.tensor([4]))
+    long = encoder(padded, torch.tensor([4]))
+    torch.testing.assert_close(short.memory, long.memory[:, :4])
+    assert (long.memory[:, 4:] == 0).all()
+    final_short = short.final[0] if cell == "lstm" else short.final
+    final_long = long.final[0] if cell == "lstm" else long.final
+    assert final_short.shape == (2, 1, 8)
+    torch.testing.assert_close(final_short, final_long)
+
+
+@pytest.mark.parametrize(
+    "kwargs,words",
+    [
+        ({"attention": "bahdanau"}, ["additive", "general", "none"]),
+        ({"flow": "transformer"}, ["bahdanau", "luong", "none"]),
+        ({"cell": "rnn"}, ["gru", "lstm"]),
+        ({"flow": "none", "attention": "dot"}, ["'none'"]),
+        ({"flow": "luong", "attention": "none"}, ["flow to 'none'"]),
+    ],
+)
+def test_bad_names_fail_at_construction_in_one_line(kwargs, words):
+    with pytest.raises(ConfigError) as err:
+        build_seq2seq(V_SRC, V_TRG, **kwargs)
+    message = str(err.value)
+    assert "\n" not in message
+    assert all(w in message for w in words), message
+
+
+def test_dot_needs_matching_sizes():
+    with pytest.raises(ConfigError, match="general"):
+        build_seq2seq(V_SRC, V_TRG, attention="dot", hidden_size=8, dec_hidden_size=10)
+    build_seq2seq(V_SRC, V_TRG, attention="general", hidden_size=8, dec_hidden_size=10)
+
+
+def test_luong_parallel_path_runs_rnn_once(src_batch):
+    model = tiny_model("luong", "general", "gru", input_feed=False)
+    calls = []
+    model.decoder.rnn.register_forward_hook(lambda *a: calls.append(1))
+    src, lengths = src_batch
+    model(src, lengths, gold_prefix(steps=7))
+    assert len(calls) == 1

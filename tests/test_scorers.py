@@ -1,0 +1,119 @@
+"""Attention scorers and the Attention wrapper: properties every scorer must have."""
+
+import pytest
+import torch
+
+from seq2seq_attn.errors import ConfigError
+from seq2seq_attn.modules import SCORERS, Attention, NoAttention, build_attention, build_scorer
+from seq2seq_attn.modules.scorers import ConcatScorer
+
+B, S, T, D = 3, 5, 4, 6
+LENGTHS = torch.tensor([5, 3, 1])
+MASK = torch.arange(S).unsqueeze(0) < LENGTHS.unsqueeze(1)  # (B, S)
+
+
+def make(name, dtype=torch.float32):
+    attention = build_attention(name, D, D, attn_size=7).to(dtype)
+    values = torch.randn(B, S, D, dtype=dtype)
+    memory = attention.prepare(values, MASK, values[:, 0])
+    return attention, memory
+
+
+@pytest.mark.parametrize("name", sorted(SCORERS))
+@pytest.mark.parametrize("steps", [1, T])
+def test_weights_are_a_masked_distribution(name, steps):
+    attention, memory = make(name)
+    context, weights = attention(torch.randn(B, steps, D), memory)
+    assert weights.shape == (B, steps, S) and context.shape == (B, steps, D)
+    assert (weights >= 0).all()
+    torch.testing.assert_close(weights.sum(-1), torch.ones(B, steps), atol=1e-6, rtol=0)
+    assert (weights.masked_select(~MASK.unsqueeze(1)) == 0).all()
+    torch.testing.assert_close(context, weights @ memory.values)
+
+
+@pytest.mark.parametrize("name", sorted(SCORERS))
+def test_padded_positions_change_nothing(name):
+    attention, memory = make(name)
+    query = torch.randn(B, T, D)
+    context, weights = attention(query, memory)
+    noisy_values = torch.where(MASK.unsqueeze(-1), memory.values, torch.randn(B, S, D) * 100)
+    noisy = attention.prepare(noisy_values, MASK, memory.summary)
+    context2, weights2 = attention(query, noisy)
+    torch.testing.assert_close(context, context2, rtol=0, atol=0)
+    torch.testing.assert_close(weights, weights2, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("name", sorted(SCORERS))
+def test_finite_at_source_length_one(name):
+    attention = build_attention(name, D, D)
+    values = torch.randn(2, 1, D)
+    memory = attention.prepare(values, torch.ones(2, 1, dtype=torch.bool), values[:, 0])
+    context, weights = attention(torch.randn(2, 3, D) * 50, memory)
+    assert torch.isfinite(context).all() and (weights == 1).all()
+
+
+@pytest.mark.parametrize("name", sorted(SCORERS))
+def test_scorer_gradcheck(name):
+    scorer = build_scorer(name, D, D, attn_size=3).double()
+    query = torch.randn(2, 2, D, dtype=torch.double, requires_grad=True)
+    memory = torch.randn(2, 3, D, dtype=torch.double, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda q, m: scorer(q, scorer.prepare_keys(m)), (query, memory))
+
+
+@pytest.mark.parametrize("name", sorted(SCORERS))
+def test_attention_gradcheck_and_zero_grad_on_padding(name):
+    attention, memory = make(name, torch.double)
+    values = memory.values.clone().requires_grad_(True)
+    query = torch.randn(B, 2, D, dtype=torch.double, requires_grad=True)
+
+    def run(q, v):
+        return attention(q, attention.prepare(v, MASK, v[:, 0]))[0]
+
+    assert torch.autograd.gradcheck(run, (query, values))
+    run(query, values).sum().backward()
+    assert (values.grad.masked_select(~MASK.unsqueeze(-1)) == 0).all()
+    assert values.grad.masked_select(MASK.unsqueeze(-1)).abs().sum() > 0
+
+
+def test_concat_equals_literal_concatenation():
+    scorer = ConcatScorer(D, 5, attn_size=7)
+    query, memory = torch.randn(B, T, D), torch.randn(B, S, 5)
+    pairs = torch.cat(
+        [query.unsqueeze(2).expand(-1, -1, S, -1), memory.unsqueeze(1).expand(-1, T, -1, -1)], dim=-1
+    )  # (B, T, S, D+5)
+    literal = scorer.v(torch.tanh(scorer.weight(pairs))).squeeze(-1)  # (B, T, S)
+    torch.testing.assert_close(scorer(query, scorer.prepare_keys(memory)), literal)
+
+
+def test_prepare_keys_runs_once_per_batch():
+    calls = []
+    attention = build_attention("additive", D, D)
+    attention.scorer.key_proj.register_forward_hook(lambda *a: calls.append(1))
+    values = torch.randn(B, S, D)
+    memory = attention.prepare(values, MASK, values[:, 0])
+    for _ in range(5):
+        attention(torch.randn(B, 1, D), memory)
+    assert len(calls) == 1
+
+
+def test_dot_with_unequal_sizes_suggests_general():
+    with pytest.raises(ConfigError, match="general") as err:
+        build_scorer("dot", 8, 6)
+    assert "\n" not in str(err.value)
+
+
+def test_unknown_scorer_lists_valid_names():
+    with pytest.raises(ConfigError) as err:
+        build_attention("bahdanau_typo", D, D)
+    message = str(err.value)
+    assert "\n" not in message and all(name in message for name in [*SCORERS, "none"])
+
+
+def test_no_attention_returns_the_summary():
+    attention = NoAttention()
+    values = torch.randn(B, S, D)
+    memory = attention.prepare(values, MASK, values[:, -1])
+    context, weights = attention(torch.randn(B, T, D), memory)
+    assert weights is None
+    torch.testing.assert_close(context, values[:, -1:].expand(-1, T, -1))
+    assert isinstance(build_attention("general", D, D), Attention)

@@ -1,0 +1,85 @@
+"""Batched greedy and beam search."""
+
+import pytest
+import torch
+from conftest import CELLS, VARIANTS, tiny_model
+
+from seq2seq_attn.search import beam_search, greedy_search, length_penalty, max_lengths
+
+BOS, EOS = 1, 2
+
+
+@pytest.mark.parametrize("cell", CELLS)
+@pytest.mark.parametrize("flow,attention,input_feed", VARIANTS)
+def test_batched_greedy_equals_one_at_a_time(flow, attention, cell, input_feed, src_batch):
+    model = tiny_model(flow, attention, cell, input_feed=input_feed)
+    src, lengths = src_batch
+    batched = greedy_search(model, src, lengths, BOS, EOS)
+    for i in range(src.size(0)):
+        n = int(lengths[i])
+        single = greedy_search(model, src[i : i + 1, :n], lengths[i : i + 1], BOS, EOS)
+        steps = single.tokens.size(1)
+        assert torch.equal(batched.tokens[i, :steps], single.tokens[0])
+        assert (batched.tokens[i, steps:] == 0).all()
+        torch.testing.assert_close(batched.scores[i], single.scores[0], atol=1e-4, rtol=0)
+        if attention != "none":
+            torch.testing.assert_close(
+                batched.weights[i, :steps, :n], single.weights[0], atol=1e-5, rtol=0
+            )
+
+
+@pytest.mark.parametrize("cell", CELLS)
+@pytest.mark.parametrize("flow,attention,input_feed", VARIANTS)
+def test_beam_one_equals_greedy(flow, attention, cell, input_feed, src_batch):
+    model = tiny_model(flow, attention, cell, input_feed=input_feed)
+    src, lengths = src_batch
+    greedy = greedy_search(model, src, lengths, BOS, EOS)
+    beam = beam_search(model, src, lengths, BOS, EOS, beam_size=1)
+    assert torch.equal(greedy.tokens, beam.tokens)
+    torch.testing.assert_close(greedy.scores, beam.scores, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("flow,attention", [("bahdanau", "additive"), ("luong", "dot"), ("none", "none")])
+def test_beam_finds_at_least_the_greedy_score(flow, attention, src_batch):
+    model = tiny_model(flow, attention, "gru")
+    src, lengths = src_batch
+    greedy = greedy_search(model, src, lengths, BOS, EOS)
+    beam = beam_search(model, src, lengths, BOS, EOS, beam_size=4)
+    assert (beam.scores >= greedy.scores - 1e-5).all()
+    # the reported score is the model's log-probability of the returned tokens
+    memory, state = model.encode(src, lengths)
+    total = torch.zeros(3)
+    prev = torch.full((3,), BOS)
+    for t in range(beam.tokens.size(1)):
+        out = model.decode_step(prev, state, memory)
+        tok = beam.tokens[:, t]
+        live = (t <= beam.lengths) & (tok != 0)  # up to and including EOS, if any
+        total += torch.where(live, out.log_probs.gather(1, tok.clamp(min=0).unsqueeze(1)).squeeze(1), 0)
+        prev, state = tok, out.state
+    torch.testing.assert_close(total, beam.scores, atol=1e-4, rtol=0)
+
+
+def test_output_length_is_capped_per_sentence(src_batch):
+    model = tiny_model("bahdanau", "additive", "gru")
+    model.decoder.output.bias.data[2] = -1e4  # EOS never wins: every sentence runs to its cap
+    src, lengths = src_batch
+    for result in (
+        greedy_search(model, src, lengths, BOS, EOS, max_len_a=1.0, max_len_b=2),
+        beam_search(model, src, lengths, BOS, EOS, beam_size=3, max_len_a=1.0, max_len_b=2),
+    ):
+        assert result.lengths.tolist() == (lengths + 2).tolist()
+        assert result.tokens.size(1) == 7
+
+
+def test_length_penalty_values():
+    assert length_penalty(torch.tensor([1]), 0.0).item() == 1.0
+    assert length_penalty(torch.tensor([7]), 1.0).item() == pytest.approx(2.0)
+    assert max_lengths(torch.tensor([3, 10]), 1.5, 2).tolist() == [6, 17]
+
+
+def test_alpha_favours_longer_hypotheses(src_batch):
+    model = tiny_model("bahdanau", "additive", "gru")
+    src, lengths = src_batch
+    short = beam_search(model, src, lengths, BOS, EOS, beam_size=5, alpha=0.0)
+    long = beam_search(model, src, lengths, BOS, EOS, beam_size=5, alpha=2.0)
+    assert long.lengths.sum() >= short.lengths.sum()
