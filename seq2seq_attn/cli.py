@@ -1,0 +1,130 @@
+"""The ``seq2seq-attn`` command: LightningCLI for fit/validate/test/predict.
+
+    seq2seq-attn fit --config experiments/base.yaml --config experiments/toy/reverse.yaml \\
+        --model.attention dot --model.flow luong --model.cell lstm
+"""
+
+import difflib
+import os
+import re
+import sys
+import warnings
+from pathlib import Path
+from typing import Optional
+
+from seq2seq_attn.errors import ConfigError
+
+LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
+
+
+def _quiet() -> None:
+    """Hide the warnings every run would print and nobody can act on."""
+    warnings.filterwarnings("ignore", category=FutureWarning, module="pytorch_lightning")
+    warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+    warnings.filterwarnings("ignore", message=".*LeafSpec.*")
+    os.environ.setdefault("WANDB_SILENT", "true")
+
+
+def find_config_error(err: BaseException) -> Optional[ConfigError]:
+    """The :class:`ConfigError` behind ``err`` (jsonargparse wraps ours in its own), if any."""
+    seen = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, ConfigError):
+            return err
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return None
+
+
+def condense_error(message: str, valid_keys: list[str]) -> str:
+    """Turn jsonargparse's nested, multi-line error into one line with a suggestion.
+
+    ``Parser key "data": ... Parser key "task": Expected a Literal[...]`` becomes
+    ``data.task: Expected a Literal[...]``; an unknown key gets the closest valid ones.
+    """
+    lines = [line.strip(" -") for line in message.strip().splitlines() if line.strip(" -")]
+    unknown = re.search(
+        r"unrecognized arguments: (?:--)?([\w.]+)|No action for key \"([\w.]+)\"|"
+        r"does not accept option '([\w.]+)'",
+        message,
+    )
+    if unknown:
+        bad = next(g for g in unknown.groups() if g)
+        close = difflib.get_close_matches(bad, valid_keys, n=3, cutoff=0.6)
+        hint = f"; did you mean {', '.join(close)}?" if close else "; run with --help for the valid keys"
+        return f"unknown config key {bad!r}{hint}"
+    reasons = [
+        line for line in lines
+        if re.search(r"Expected a|Not of type|does not conform|not a valid|must be|Unable|not found", line)
+        and "NoneType" not in line
+    ]
+    reason = reasons[0] if reasons else lines[0]
+    keys = re.findall(r'[Kk]ey "([\w.]+)"', message)
+    nested = re.match(r"([\w.]+): (.*)", reason)
+    if nested:
+        keys, reason = keys + [nested.group(1)], nested.group(2)
+    path = ".".join(dict.fromkeys(keys))
+    return f"{path}: {reason}" if path else reason
+
+
+def build_cli(args: Optional[list[str]] = None, run: bool = True):
+    """Construct the LightningCLI (``run=False`` only parses and instantiates)."""
+    from pytorch_lightning.callbacks import ModelCheckpoint
+    from pytorch_lightning.cli import LightningArgumentParser, LightningCLI
+
+    from seq2seq_attn.data.datamodule import Seq2SeqDataModule
+    from seq2seq_attn.lit_module import Seq2SeqLitModule
+
+    class Parser(LightningArgumentParser):
+        def __init__(self, *args, **kwargs) -> None:
+            kwargs["allow_abbrev"] = False  # a typo must not silently match a longer key
+            super().__init__(*args, **kwargs)
+
+        def error(self, message: str, ex: Optional[Exception] = None):
+            parser = getattr(ex, "subcommand_parser", None) or self
+            keys = [o.lstrip("-") for o in parser._option_string_actions if o.startswith("--")]
+            raise ConfigError(condense_error(message, keys)) from ex
+
+    class Seq2SeqCLI(LightningCLI):
+        def add_arguments_to_parser(self, parser) -> None:
+            parser.link_arguments("data.src_vocab_size", "model.src_vocab_size", apply_on="instantiate")
+            parser.link_arguments("data.trg_vocab_size", "model.trg_vocab_size", apply_on="instantiate")
+
+        def before_instantiate_classes(self) -> None:
+            ckpt = self.config.get(self.subcommand, {}).get("ckpt_path")
+            if ckpt and ckpt not in ("best", "last", "hpc", "registry") and not Path(ckpt).is_file():
+                raise ConfigError(
+                    f"checkpoint not found: {ckpt}: pass --ckpt_path RUN_DIR/checkpoints/best.ckpt "
+                    "(or last.ckpt) of a finished run"
+                )
+
+    checkpoints = ModelCheckpoint(
+        monitor="val/loss", mode="min", filename="best", save_last=True, enable_version_counter=False
+    )
+    return Seq2SeqCLI(
+        Seq2SeqLitModule,
+        Seq2SeqDataModule,
+        subclass_mode_data=True,
+        parser_class=Parser,
+        args=args,
+        run=run,
+        seed_everything_default=1234,
+        trainer_defaults={"callbacks": [checkpoints], "default_root_dir": "runs"},
+        save_config_kwargs={"overwrite": True},
+    )
+
+
+def main(argv: Optional[list[str]] = None) -> None:
+    _quiet()
+    try:
+        build_cli(argv)
+    except Exception as err:
+        user_error = find_config_error(err)
+        if user_error is None:
+            raise
+        print(f"error: {user_error}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,241 @@
+"""Seq2SeqLitModule: loss, decoding metrics, per-length evaluation, logging.
+
+The only place that unpacks a :class:`~seq2seq_attn.data.collate.Batch`.
+"""
+
+import math
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+import pytorch_lightning as pl
+import torch
+import torch.nn.functional as F
+from jsonargparse.typing import NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
+
+from seq2seq_attn.data.collate import Batch
+from seq2seq_attn.data.vocab import BOS_ID, EOS_ID, PAD_ID, Vocab
+from seq2seq_attn.errors import ConfigError
+from seq2seq_attn.metrics import (
+    DEFAULT_BUCKETS,
+    concat_records,
+    exact_match,
+    format_table,
+    summarize,
+    summarize_buckets,
+    teacher_forced_records,
+)
+from seq2seq_attn.modules import build_seq2seq
+from seq2seq_attn.results import write_test_results
+from seq2seq_attn.search import Hypotheses, search
+
+# hyperparameters that change the network's shape: a checkpoint must match them
+ARCHITECTURE_KEYS = (
+    "src_vocab_size", "trg_vocab_size", "attention", "flow", "input_feed", "cell", "emb_size",
+    "hidden_size", "dec_hidden_size", "num_layers", "bidirectional", "attn_size",
+)
+
+
+class Seq2SeqLitModule(pl.LightningModule):
+    """An attentional (or bottleneck) RNN encoder-decoder trained with cross-entropy.
+
+    Args:
+        src_vocab_size, trg_vocab_size: linked from the data module by the CLI.
+        attention: a scorer name (``additive``, ``general``, ``dot``, ``concat``,
+            ``scaled_dot``) or ``none`` for the bottleneck baseline.
+        flow: ``bahdanau`` (attend, then update), ``luong`` (update, then attend)
+            or ``none`` (the baseline; needs ``attention: none``).
+        input_feed: Luong's input feeding; ignored by the other flows.
+        hidden_size: encoder size per direction; dec_hidden_size defaults to H.
+        val_decode_limit: examples greedily decoded per validation epoch.
+        test_buckets: upper edges of the source-length buckets in test results.
+        beam_size, alpha: search used by ``test`` and ``predict`` (1 = greedy).
+        max_len_a, max_len_b: outputs are capped at ``a * |src| + b`` tokens.
+    """
+
+    def __init__(
+        self,
+        src_vocab_size: PositiveInt = 24,
+        trg_vocab_size: PositiveInt = 24,
+        attention: str = "additive",
+        flow: str = "bahdanau",
+        input_feed: bool = True,
+        cell: str = "gru",
+        emb_size: PositiveInt = 64,
+        hidden_size: PositiveInt = 64,
+        dec_hidden_size: Optional[PositiveInt] = None,
+        num_layers: PositiveInt = 1,
+        bidirectional: bool = True,
+        dropout: NonNegativeFloat = 0.0,
+        attn_size: Optional[PositiveInt] = None,
+        lr: PositiveFloat = 1e-3,
+        weight_decay: NonNegativeFloat = 0.0,
+        label_smoothing: NonNegativeFloat = 0.0,
+        scheduler: Literal["none", "plateau", "cosine"] = "none",
+        val_decode_limit: NonNegativeInt = 256,
+        test_buckets: list[PositiveInt] = list(DEFAULT_BUCKETS),
+        beam_size: PositiveInt = 1,
+        alpha: NonNegativeFloat = 0.0,
+        max_len_a: NonNegativeFloat = 2.0,
+        max_len_b: NonNegativeInt = 10,
+    ) -> None:
+        super().__init__()
+        if not 0 <= dropout < 1:
+            raise ConfigError(f"dropout must be in [0, 1), got {dropout}")
+        if list(test_buckets) != sorted(set(test_buckets)):
+            raise ConfigError(f"test_buckets must be increasing edges, got {list(test_buckets)}")
+        self.save_hyperparameters()
+        self.model = build_seq2seq(
+            src_vocab_size, trg_vocab_size, attention, flow, cell, emb_size, hidden_size,
+            dec_hidden_size, num_layers, bidirectional, dropout, input_feed, attn_size, PAD_ID,
+        )
+        self.src_vocab: Optional[Vocab] = None
+        self.trg_vocab: Optional[Vocab] = None
+        self._records: list[dict] = []
+        self._decoded = 0
+        self._predictions: list[tuple[int, str]] = []
+
+    # -- vocabulary travels with the checkpoint ---------------------------------
+    def setup(self, stage: str) -> None:
+        datamodule = getattr(self.trainer, "datamodule", None)
+        if datamodule is not None and hasattr(datamodule, "src_vocab"):
+            self.src_vocab, self.trg_vocab = datamodule.src_vocab, datamodule.trg_vocab
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        if self.src_vocab is not None:
+            checkpoint["vocab"] = {"src": self.src_vocab.itos, "trg": self.trg_vocab.itos}
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        saved = checkpoint.get("hyper_parameters", {})
+        for key in ARCHITECTURE_KEYS:
+            if key in saved and saved[key] != self.hparams.get(key):
+                raise ConfigError(
+                    f"checkpoint has {key}={saved[key]!r} but the config says {self.hparams.get(key)!r}: "
+                    f"use the checkpoint's settings (drop the --model overrides) or train a new model"
+                )
+        if "vocab" in checkpoint:
+            src, trg = Vocab(checkpoint["vocab"]["src"]), Vocab(checkpoint["vocab"]["trg"])
+            if self.src_vocab is not None and (src != self.src_vocab or trg != self.trg_vocab):
+                raise ConfigError(
+                    "checkpoint vocabulary differs from the data's: use the data config the "
+                    "model was trained with"
+                )
+            self.src_vocab, self.trg_vocab = src, trg
+
+    # -- training ---------------------------------------------------------------
+    def _teacher_forced(self, batch: Batch):
+        out = self.model(batch.src, batch.src_lengths, batch.trg_in)  # logits (B, T, V)
+        loss = F.cross_entropy(
+            out.logits.transpose(1, 2), batch.trg_out, ignore_index=PAD_ID,
+            label_smoothing=self.hparams.label_smoothing,
+        )
+        return out, loss
+
+    def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
+        _, loss = self._teacher_forced(batch)
+        if not torch.isfinite(loss):
+            raise FloatingPointError(
+                f"training loss is {loss.item()} at step {self.global_step}: lower the lr or "
+                "enable gradient clipping (trainer.gradient_clip_val); the last checkpoint is kept"
+            )
+        self.log("train/loss", loss, prog_bar=True, batch_size=len(batch))
+        return loss
+
+    def decode(self, batch: Batch, beam_size: int = 1) -> Hypotheses:
+        hp = self.hparams
+        return search(
+            self.model, batch.src, batch.src_lengths, BOS_ID, EOS_ID, PAD_ID, beam_size,
+            hp.alpha, hp.max_len_a, hp.max_len_b,
+        )
+
+    def _evaluate(self, batch: Batch, decode: bool, beam_size: int) -> None:
+        out, _ = self._teacher_forced(batch)
+        rec = teacher_forced_records(
+            out.logits, batch.trg_out, batch.src_lengths, PAD_ID, out.weights, batch.alignment
+        )
+        rec["index"] = batch.index.float()
+        if decode:
+            hyp = self.decode(batch, beam_size)
+            refs = [row[row != PAD_ID][:-1].tolist() for row in batch.trg_out]  # drop EOS
+            rec["exact"] = exact_match(hyp.to_lists(), refs)
+            self._decoded += len(batch)
+        self._records.append(rec)
+
+    def on_validation_epoch_start(self) -> None:
+        self._records, self._decoded = [], 0
+
+    def validation_step(self, batch: Batch, batch_idx: int) -> None:
+        self._evaluate(batch, self._decoded < self.hparams.val_decode_limit, beam_size=1)
+
+    def on_validation_epoch_end(self) -> None:
+        decoded = [r for r in self._records if "exact" in r]
+        metrics = summarize(concat_records(self._records))
+        if decoded:
+            metrics["exact_match"] = summarize(concat_records(decoded))["exact_match"]
+        for name in ("loss", "ppl", "token_acc", "exact_match", "align_acc", "attn_entropy"):
+            if name in metrics:
+                self.log(f"val/{name}", metrics[name], prog_bar=name in ("loss", "exact_match"))
+        self._records = []
+
+    # -- testing: overall and per source-length bucket ---------------------------
+    def on_test_epoch_start(self) -> None:
+        self._records, self._decoded = [], 0
+
+    def test_step(self, batch: Batch, batch_idx: int) -> None:
+        self._evaluate(batch, decode=True, beam_size=self.hparams.beam_size)
+
+    def on_test_epoch_end(self) -> None:
+        rec = concat_records(self._records)
+        overall = summarize(rec)
+        buckets = summarize_buckets(rec, self.hparams.test_buckets)
+        for name, value in overall.items():
+            if name != "count":
+                self.log(f"test/{name}", value)
+        self.test_results = {"overall": overall, "buckets": buckets}
+        if self.trainer.is_global_zero:
+            meta = {k: self.hparams[k] for k in ARCHITECTURE_KEYS if k in self.hparams}
+            meta.update(beam_size=self.hparams.beam_size, alpha=self.hparams.alpha)
+            path = write_test_results(self.results_dir(), overall, buckets, meta)
+            columns = [c for c in ("exact_match", "token_acc", "loss", "align_acc") if c in overall]
+            print(f"\nTest results per source length (written to {path}):")
+            print(format_table([{"bucket": "all", **overall}, *buckets], columns))
+        self._records = []
+
+    def results_dir(self) -> Path:
+        """The run folder of the checkpoint being evaluated, else this run's log folder."""
+        ckpt = self.trainer.ckpt_path
+        if ckpt and Path(ckpt).parent.name == "checkpoints":
+            return Path(ckpt).parent.parent
+        return Path(self.trainer.log_dir or self.trainer.default_root_dir)
+
+    # -- predict: translations in dataset order ---------------------------------
+    def on_predict_epoch_start(self) -> None:
+        self._predictions = []
+
+    def predict_step(self, batch: Batch, batch_idx: int) -> list[str]:
+        hyp = self.decode(batch, self.hparams.beam_size).to_lists()
+        lines = [" ".join(self.trg_vocab.decode(h)) if self.trg_vocab else " ".join(map(str, h)) for h in hyp]
+        self._predictions.extend(zip(batch.index.tolist(), lines))
+        return lines
+
+    def on_predict_epoch_end(self) -> None:
+        lines = [line for _, line in sorted(self._predictions)]
+        if self.trainer.is_global_zero:
+            path = self.results_dir() / "predictions.txt"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+            print(f"wrote {len(lines)} predictions to {path}")
+
+    # -- optimisation -------------------------------------------------------------
+    def configure_optimizers(self):
+        hp = self.hparams
+        optimizer = torch.optim.Adam(self.parameters(), lr=hp.lr, weight_decay=hp.weight_decay)
+        if hp.scheduler == "plateau":
+            scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, factor=0.5, patience=2)
+            return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "monitor": "val/loss"}}
+        if hp.scheduler == "cosine":
+            total = max(1, int(self.trainer.estimated_stepping_batches))
+            scheduler = torch.optim.lr_scheduler.LambdaLR(
+                optimizer, lambda step: 0.5 * (1 + math.cos(math.pi * min(step, total) / total))
+            )
+            return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+        return optimizer

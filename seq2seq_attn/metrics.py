@@ -1,0 +1,124 @@
+"""Per-example evaluation records and their summary overall and per length bucket.
+
+Records are dicts of 1-D tensors, one entry per example, so they can be
+concatenated across batches (and gathered across ranks) before summing; every
+corpus-level metric is a ratio of sums, never a mean of batch means.
+"""
+
+import math
+from typing import Optional, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+Records = dict[str, Tensor]
+
+DEFAULT_BUCKETS = (10, 20, 30, 40, 50, 60)
+
+
+def teacher_forced_records(
+    logits: Tensor,
+    trg_out: Tensor,
+    src_lengths: Tensor,
+    pad_id: int,
+    weights: Optional[Tensor] = None,
+    alignment: Optional[Tensor] = None,
+) -> Records:
+    """Loss, token accuracy and attention statistics per example.
+
+    Args:
+        logits: ``(B, T, V)``; trg_out: ``(B, T)`` gold next tokens, PAD after EOS.
+        src_lengths: ``(B,)``; weights: ``(B, T, S)`` teacher-forced attention or None.
+        alignment: ``(B, T)`` gold source position per target step, -1 where none.
+    """
+    real = trg_out != pad_id  # (B, T)
+    nll = F.cross_entropy(logits.transpose(1, 2), trg_out, ignore_index=pad_id, reduction="none")  # (B, T)
+    correct = (logits.argmax(-1) == trg_out) & real  # (B, T)
+    rec = {
+        "src_len": src_lengths.float(),
+        "nll": nll.sum(1),
+        "tokens": real.sum(1).float(),
+        "correct": correct.sum(1).float(),
+    }
+    if weights is not None:
+        entropy = -(weights * weights.clamp_min(1e-12).log()).sum(-1)  # (B, T)
+        rec["entropy_sum"] = (entropy * real).sum(1)
+        rec["entropy_steps"] = rec["tokens"]
+        if alignment is not None:
+            gold = alignment >= 0  # (B, T)
+            hits = (weights.argmax(-1) == alignment) & gold  # (B, T)
+            rec["align_hits"] = hits.sum(1).float()
+            rec["align_steps"] = gold.sum(1).float()
+    return rec
+
+
+def exact_match(hyp: Sequence[Sequence[int]], ref: Sequence[Sequence[int]]) -> Tensor:
+    """``(B,)`` 1.0 where the hypothesis equals the reference exactly."""
+    return torch.tensor([float(list(h) == list(r)) for h, r in zip(hyp, ref)])
+
+
+def concat_records(records: list[Records]) -> Records:
+    """Join batches; keys missing from some batch (e.g. not decoded) are dropped."""
+    keys = set.intersection(*(set(r) for r in records)) if records else set()
+    return {k: torch.cat([r[k].detach().cpu() for r in records]) for k in sorted(keys)}
+
+
+def summarize(rec: Records, mask: Optional[Tensor] = None) -> dict[str, float]:
+    """Corpus-level metrics over the examples selected by ``mask`` ``(N,)``."""
+    if mask is not None:
+        rec = {k: v[mask] for k, v in rec.items()}
+    n = int(rec["src_len"].numel())
+    out: dict[str, float] = {"count": float(n)}
+    if n == 0:
+        return out
+
+    def ratio(num: str, den: str) -> Optional[float]:
+        if num not in rec or float(rec[den].sum()) == 0:
+            return None
+        return float(rec[num].sum() / rec[den].sum())
+
+    loss = ratio("nll", "tokens")
+    values = {
+        "loss": loss,
+        "ppl": math.exp(min(loss, 50.0)) if loss is not None else None,
+        "token_acc": ratio("correct", "tokens"),
+        "exact_match": float(rec["exact"].mean()) if "exact" in rec else None,
+        "align_acc": ratio("align_hits", "align_steps"),
+        "attn_entropy": ratio("entropy_sum", "entropy_steps"),
+    }
+    out.update({k: v for k, v in values.items() if v is not None})
+    return out
+
+
+def bucket_labels(edges: Sequence[int]) -> list[str]:
+    """``[10, 20]`` -> ``["1-10", "11-20", "21+"]`` (upper edges inclusive)."""
+    lows = [1] + [e + 1 for e in edges]
+    return [f"{lo}-{hi}" for lo, hi in zip(lows, edges)] + [f"{lows[-1]}+"]
+
+
+def bucket_index(lengths: Tensor, edges: Sequence[int]) -> Tensor:
+    """Bucket of each length. Args: lengths ``(N,)``. Returns ``(N,)`` long."""
+    return torch.bucketize(lengths, torch.tensor(list(edges), dtype=lengths.dtype), right=False)
+
+
+def summarize_buckets(rec: Records, edges: Sequence[int] = DEFAULT_BUCKETS) -> list[dict]:
+    """One summary per non-empty source-length bucket, with its label and bounds."""
+    index = bucket_index(rec["src_len"], edges)
+    rows = []
+    for i, label in enumerate(bucket_labels(edges)):
+        mask = index == i
+        if bool(mask.any()):
+            rows.append({"bucket": label, **summarize(rec, mask)})
+    return rows
+
+
+def format_table(rows: list[dict], columns: Sequence[str]) -> str:
+    """A fixed-width text table of bucket summaries."""
+    header = ["bucket", "count", *columns]
+    lines = [" ".join(f"{h:>12}" for h in header)]
+    for row in rows:
+        cells = [str(row["bucket"]), str(int(row["count"]))]
+        cells += [f"{row[c]:.4f}" if c in row else "-" for c in columns]
+        lines.append(" ".join(f"{c:>12}" for c in cells))
+    return "\n".join(lines)

@@ -1,0 +1,54 @@
+"""Writing result files: atomic, so a crash never leaves half a file behind."""
+
+import csv
+import io
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Sequence, Union
+
+PathLike = Union[str, Path]
+
+
+def write_atomic(path: PathLike, text: str) -> Path:
+    """Write to a temporary file in the same folder, then rename over ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_json(path: PathLike, data: Any) -> Path:
+    return write_atomic(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+
+def write_csv(path: PathLike, rows: Sequence[dict], columns: Sequence[str]) -> Path:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(columns), extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    return write_atomic(path, buffer.getvalue())
+
+
+def write_test_results(run_dir: PathLike, overall: dict, buckets: list[dict], meta: dict) -> Path:
+    """``test_results.json`` (everything) and ``test_buckets.csv`` (one row per bucket x metric)."""
+    run_dir = Path(run_dir)
+    write_json(run_dir / "test_results.json", {"meta": meta, "overall": overall, "buckets": buckets})
+    long_rows = [
+        {"bucket": row["bucket"], "metric": metric, "value": value, "count": int(row["count"])}
+        for row in [{"bucket": "all", **overall}, *buckets]
+        for metric, value in row.items()
+        if metric not in ("bucket", "count")
+    ]
+    write_csv(run_dir / "test_buckets.csv", long_rows, ["bucket", "metric", "value", "count"])
+    return run_dir / "test_results.json"
