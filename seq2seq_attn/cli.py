@@ -22,6 +22,7 @@ def _quiet() -> None:
     warnings.filterwarnings("ignore", category=FutureWarning, module="pytorch_lightning")
     warnings.filterwarnings("ignore", message=".*does not have many workers.*")
     warnings.filterwarnings("ignore", message=".*LeafSpec.*")
+    warnings.filterwarnings("ignore", message=".*skip_none parameter was deprecated.*")
     os.environ.setdefault("WANDB_SILENT", "true")
 
 

@@ -72,7 +72,7 @@ class Seq2SeqLitModule(pl.LightningModule):
         label_smoothing: NonNegativeFloat = 0.0,
         scheduler: Literal["none", "plateau", "cosine"] = "none",
         val_decode_limit: NonNegativeInt = 256,
-        test_buckets: list[PositiveInt] = list(DEFAULT_BUCKETS),
+        test_buckets: tuple[PositiveInt, ...] = DEFAULT_BUCKETS,
         beam_size: PositiveInt = 1,
         alpha: NonNegativeFloat = 0.0,
         max_len_a: NonNegativeFloat = 2.0,

@@ -1,0 +1,31 @@
+# Everyday tasks. `make demo` and `make test` set everything up on a fresh machine.
+VENV ?= .venv
+ifeq ($(VENV),system)
+BIN :=
+PY := python3
+else
+BIN := $(VENV)/bin/
+PY := $(VENV)/bin/python
+endif
+STAMP := $(if $(BIN),$(VENV)/.installed,.installed-system)
+
+.PHONY: setup demo test lint bench clean
+setup: $(STAMP)
+$(STAMP): setup.cfg pyproject.toml scripts/setup.sh
+	VENV=$(VENV) bash scripts/setup.sh
+	@touch $@
+
+demo: setup  ## the main job: scorer ablation on the toy reverse task (CPU, minutes)
+	$(BIN)seq2seq-attn ablate experiments/ablations/toy_reverse.yaml --out runs/ablation_toy_reverse
+
+test: setup  ## the test suite (what CI runs)
+	$(PY) -m pytest
+
+lint: setup
+	$(BIN)ruff check seq2seq_attn tests benchmarks
+
+bench: setup
+	$(PY) benchmarks/step_speed.py
+
+clean:
+	rm -rf runs .pytest_cache .ruff_cache

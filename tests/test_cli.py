@@ -1,0 +1,88 @@
+"""The seq2seq-attn CLI: configs, smoke runs, a real short training, errors."""
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from seq2seq_attn.cli import build_cli, main
+
+ROOT = Path(__file__).resolve().parents[1]
+BASE = str(ROOT / "experiments" / "base.yaml")
+REVERSE = str(ROOT / "experiments" / "toy" / "reverse.yaml")
+RUN_CONFIGS = sorted(p for p in (ROOT / "experiments").rglob("*.yaml") if "ablations" not in p.parts)
+
+
+def quiet(tmp_path):
+    return [
+        "--trainer.logger", "false", "--trainer.enable_progress_bar", "false",
+        "--trainer.default_root_dir", str(tmp_path),
+    ]
+
+
+@pytest.mark.parametrize("config", RUN_CONFIGS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_experiment_config_instantiates(config, tmp_path):
+    configs = ["--config", BASE] + ([] if str(config) == BASE else ["--config", str(config)])
+    cli = build_cli([*configs, *quiet(tmp_path)], run=False)
+    assert cli.model.model.decoder.flow == cli.config.model.flow
+    assert cli.model.hparams.src_vocab_size == cli.datamodule.src_vocab_size
+
+
+@pytest.mark.parametrize(
+    "flow,attention,feed", [("bahdanau", "additive", "true"), ("luong", "general", "false"),
+                            ("luong", "concat", "true"), ("none", "none", "true")]
+)
+def test_fast_dev_run_each_flow(flow, attention, feed, tmp_path):
+    main([
+        "fit", "--config", BASE, "--config", REVERSE, *quiet(tmp_path), "--trainer.fast_dev_run", "2",
+        "--model.flow", flow, "--model.attention", attention, "--model.input_feed", feed,
+        "--model.cell", "lstm",
+    ])
+
+
+def test_short_training_reaches_exact_match_and_writes_buckets(tmp_path, capsys):
+    overrides = [
+        "--trainer.logger", "false", "--trainer.enable_progress_bar", "false", "--trainer.max_epochs", "6",
+        "--trainer.default_root_dir", str(tmp_path), "--data.init_args.test_lengths", "[5, 15]",
+        "--data.init_args.test_size", "400", "--model.test_buckets", "[8, 12]",
+    ]
+    main(["fit", "--config", BASE, "--config", REVERSE, *overrides])
+    ckpt_dir = tmp_path / "checkpoints"
+    assert {p.name for p in ckpt_dir.iterdir()} == {"best.ckpt", "last.ckpt"}
+    main(["test", "--config", BASE, "--config", REVERSE, *overrides, "--ckpt_path", str(ckpt_dir / "best.ckpt")])
+    results = json.loads((tmp_path / "test_results.json").read_text())
+    assert results["overall"]["exact_match"] >= 0.9, results["overall"]
+    assert [b["bucket"] for b in results["buckets"]] == ["1-8", "9-12", "13+"]
+    assert sum(b["count"] for b in results["buckets"]) == 400
+    with open(tmp_path / "test_buckets.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    assert {r["bucket"] for r in rows} == {"all", "1-8", "9-12", "13+"}
+    assert "Test results per source length" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "args,expected",
+    [
+        (["--model.attention", "bahdanau"], "unknown attention 'bahdanau': choose one of ['additive'"),
+        (["--model.atention", "dot"], "unknown config key 'model.atention'; did you mean model.attention"),
+        (["--data.init_args.task", "revers"], "data.task: Expected a typing.Literal['copy', 'reverse', 'sort']"),
+        (["--model.hidden_size", "-4"], "model.hidden_size: Not of type PositiveInt"),
+        (["--ckpt_path", "missing.ckpt"], "checkpoint not found: missing.ckpt"),
+    ],
+)
+def test_cli_errors_are_one_line(args, expected, tmp_path, capsys):
+    command = "test" if "--ckpt_path" in args else "fit"
+    with pytest.raises(SystemExit) as exit_info:
+        main([command, "--config", BASE, *quiet(tmp_path), *args])
+    assert exit_info.value.code == 2
+    err_lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert len(err_lines) == 1 and expected in err_lines[0], err_lines
+
+
+def test_config_file_typo_is_one_line(tmp_path, capsys):
+    typo = tmp_path / "typo.yaml"
+    typo.write_text("model:\n  atention: dot\n")
+    with pytest.raises(SystemExit):
+        main(["fit", "--config", BASE, "--config", str(typo), *quiet(tmp_path)])
+    assert "unknown config key 'model.atention'; did you mean model.attention" in capsys.readouterr().err

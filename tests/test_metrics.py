@@ -1,0 +1,43 @@
+"""Per-example records and their summary per length bucket."""
+
+import math
+
+import pytest
+import torch
+
+from seq2seq_attn.metrics import (
+    bucket_index,
+    bucket_labels,
+    concat_records,
+    exact_match,
+    summarize,
+    summarize_buckets,
+    teacher_forced_records,
+)
+
+
+def test_bucket_edges_are_inclusive_upper_bounds():
+    assert bucket_labels([10, 20]) == ["1-10", "11-20", "21+"]
+    lengths = torch.tensor([1.0, 10.0, 11.0, 20.0, 21.0, 99.0])
+    assert bucket_index(lengths, [10, 20]).tolist() == [0, 0, 1, 1, 2, 2]
+
+
+def test_records_and_summaries_are_ratios_of_sums():
+    logits = torch.full((2, 3, 5), -10.0)
+    logits[0, 0, 4] = logits[0, 1, 2] = 10.0  # sentence 0: both tokens right
+    logits[1, 0, 3] = 10.0  # sentence 1: first token wrong (gold 4)
+    trg_out = torch.tensor([[4, 2, 0], [4, 4, 2]])
+    weights = torch.tensor([[[1.0, 0.0]] * 3, [[0.5, 0.5]] * 3])
+    alignment = torch.tensor([[0, -1, -1], [1, 0, -1]])
+    rec = teacher_forced_records(logits, trg_out, torch.tensor([1, 9]), 0, weights, alignment)
+    rec["exact"] = exact_match([[4], [4, 1]], [[4], [4, 4]])
+    assert rec["tokens"].tolist() == [2, 3] and rec["correct"].tolist() == [2, 0]
+    overall = summarize(concat_records([rec]))
+    assert overall["token_acc"] == pytest.approx(2 / 5) and overall["exact_match"] == 0.5
+    assert math.isclose(overall["ppl"], math.exp(overall["loss"]))
+    # hits at (0,0) and (1,1): a tie resolves to source position 0, which is gold only at (1,1)
+    assert overall["align_acc"] == pytest.approx(2 / 3)
+    assert math.isclose(overall["attn_entropy"], 3 * math.log(2) / 5, rel_tol=1e-5)
+    rows = summarize_buckets(rec, [5])
+    assert [r["bucket"] for r in rows] == ["1-5", "6+"]
+    assert rows[0]["exact_match"] == 1.0 and rows[1]["exact_match"] == 0.0
