@@ -1,9 +1,17 @@
-"""The ``seq2seq-attn`` command: LightningCLI for fit/validate/test/predict.
+"""The ``seq2seq-attn`` command.
+
+LightningCLI subcommands (fit, validate, test, predict)::
 
     seq2seq-attn fit --config experiments/base.yaml --config experiments/toy/reverse.yaml \\
         --model.attention dot --model.flow luong --model.cell lstm
+
+and the tools around them::
+
+    seq2seq-attn ablate experiments/ablations/toy_reverse.yaml [--out DIR] [--jobs N]
+    seq2seq-attn report DIR
 """
 
+import argparse
 import difflib
 import os
 import re
@@ -115,9 +123,45 @@ def build_cli(args: Optional[list[str]] = None, run: bool = True):
     )
 
 
+def ablate_command(argv: list[str]) -> None:
+    from seq2seq_attn.ablation.runner import ablate
+
+    parser = argparse.ArgumentParser(prog="seq2seq-attn ablate", description="Run a grid of experiments, resumably.")
+    parser.add_argument("grid", help="grid file, e.g. experiments/ablations/toy_reverse.yaml")
+    parser.add_argument("--out", help="output folder (default: runs/ablations/<grid name>)")
+    parser.add_argument("--jobs", type=int, default=0, help="cells run in parallel (default: cores, at most 8)")
+    parser.add_argument("--retry-failed", action="store_true", help="run cells that failed before again")
+    parser.add_argument("--dry-run", action="store_true", help="list the cells that would run, run nothing")
+    args = parser.parse_args(argv)
+    if args.jobs < 0:
+        raise ConfigError(f"--jobs must be >= 0, got {args.jobs}")
+    ablate(args.grid, args.out, args.jobs, args.retry_failed, args.dry_run)
+
+
+def report_command(argv: list[str]) -> None:
+    from seq2seq_attn.ablation.report import write_report
+
+    parser = argparse.ArgumentParser(prog="seq2seq-attn report", description="Redraw an ablation's report.")
+    parser.add_argument("dir", help="an ablation output folder holding results.csv")
+    parser.add_argument("--metric", default="exact_match", help="metric of the main table and plot")
+    args = parser.parse_args(argv)
+    if not (Path(args.dir) / "results.csv").is_file():
+        raise ConfigError(f"no results.csv in {args.dir}: pass the folder an ablation wrote (its --out)")
+    write_report(Path(args.dir), args.metric)
+
+
+TOOL_COMMANDS = {"ablate": ablate_command, "report": report_command}
+
+
 def main(argv: Optional[list[str]] = None) -> None:
     _quiet()
+    args = list(sys.argv[1:] if argv is None else argv)
     try:
+        if args and args[0] in TOOL_COMMANDS:
+            TOOL_COMMANDS[args[0]](args[1:])
+            return
+        if args[:1] in (["-h"], ["--help"]):
+            print("tools: seq2seq-attn ablate GRID.yaml | seq2seq-attn report DIR   (each with --help)\n")
         build_cli(argv)
     except Exception as err:
         user_error = find_config_error(err)

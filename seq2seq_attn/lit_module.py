@@ -25,7 +25,7 @@ from seq2seq_attn.metrics import (
     teacher_forced_records,
 )
 from seq2seq_attn.modules import build_seq2seq
-from seq2seq_attn.results import write_test_results
+from seq2seq_attn.results import write_json, write_test_results
 from seq2seq_attn.search import Hypotheses, search
 
 # hyperparameters that change the network's shape: a checkpoint must match them
@@ -48,6 +48,8 @@ class Seq2SeqLitModule(pl.LightningModule):
         hidden_size: encoder size per direction; dec_hidden_size defaults to H.
         val_decode_limit: examples greedily decoded per validation epoch.
         test_buckets: upper edges of the source-length buckets in test results.
+        attention_examples: test examples (the first N of the split) whose
+            attention maps are saved to ``test_attention.json`` for heatmaps.
         beam_size, alpha: search used by ``test`` and ``predict`` (1 = greedy).
         max_len_a, max_len_b: outputs are capped at ``a * |src| + b`` tokens.
     """
@@ -73,6 +75,7 @@ class Seq2SeqLitModule(pl.LightningModule):
         scheduler: Literal["none", "plateau", "cosine"] = "none",
         val_decode_limit: NonNegativeInt = 256,
         test_buckets: tuple[PositiveInt, ...] = DEFAULT_BUCKETS,
+        attention_examples: NonNegativeInt = 4,
         beam_size: PositiveInt = 1,
         alpha: NonNegativeFloat = 0.0,
         max_len_a: NonNegativeFloat = 2.0,
@@ -93,6 +96,7 @@ class Seq2SeqLitModule(pl.LightningModule):
         self._records: list[dict] = []
         self._decoded = 0
         self._predictions: list[tuple[int, str]] = []
+        self._attention_maps: list[dict] = []
 
     # -- vocabulary travels with the checkpoint ---------------------------------
     def setup(self, stage: str) -> None:
@@ -158,7 +162,24 @@ class Seq2SeqLitModule(pl.LightningModule):
             refs = [row[row != PAD_ID][:-1].tolist() for row in batch.trg_out]  # drop EOS
             rec["exact"] = exact_match(hyp.to_lists(), refs)
             self._decoded += len(batch)
+            if self.trainer.testing:
+                self._keep_attention_maps(batch, hyp)
         self._records.append(rec)
+
+    def _keep_attention_maps(self, batch: Batch, hyp: Hypotheses) -> None:
+        """Attention of the first ``attention_examples`` test examples, as plain lists."""
+        wanted = (batch.index < self.hparams.attention_examples).nonzero().flatten().tolist()
+        lists = hyp.to_lists() if wanted else []
+        for row in wanted:
+            tokens, n_src = lists[row], int(batch.src_lengths[row])
+            src = batch.src[row, :n_src].tolist()
+            weights = None if hyp.weights is None else hyp.weights[row, : len(tokens), :n_src].tolist()
+            self._attention_maps.append({
+                "index": int(batch.index[row]),
+                "src": self.src_vocab.decode(src) if self.src_vocab else src,
+                "hyp": self.trg_vocab.decode(tokens) if self.trg_vocab else tokens,
+                "weights": weights,
+            })
 
     def on_validation_epoch_start(self) -> None:
         self._records, self._decoded = [], 0
@@ -178,7 +199,7 @@ class Seq2SeqLitModule(pl.LightningModule):
 
     # -- testing: overall and per source-length bucket ---------------------------
     def on_test_epoch_start(self) -> None:
-        self._records, self._decoded = [], 0
+        self._records, self._decoded, self._attention_maps = [], 0, []
 
     def test_step(self, batch: Batch, batch_idx: int) -> None:
         self._evaluate(batch, decode=True, beam_size=self.hparams.beam_size)
@@ -194,7 +215,10 @@ class Seq2SeqLitModule(pl.LightningModule):
         if self.trainer.is_global_zero:
             meta = {k: self.hparams[k] for k in ARCHITECTURE_KEYS if k in self.hparams}
             meta.update(beam_size=self.hparams.beam_size, alpha=self.hparams.alpha)
+            meta["train_max_length"] = getattr(self.trainer.datamodule, "train_max_length", None)
             path = write_test_results(self.results_dir(), overall, buckets, meta)
+            maps = sorted(self._attention_maps, key=lambda m: m["index"])
+            write_json(self.results_dir() / "test_attention.json", maps)
             columns = [c for c in ("exact_match", "token_acc", "loss", "align_acc") if c in overall]
             print(f"\nTest results per source length (written to {path}):")
             print(format_table([{"bucket": "all", **overall}, *buckets], columns))

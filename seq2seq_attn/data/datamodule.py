@@ -134,6 +134,11 @@ class ToyDataModule(Seq2SeqDataModule):
         for lo, hi in (lengths for lengths, _ in self.splits.values()):
             make_examples(task, self.src_vocab, lo, hi, 0, seed)  # validates early, in one line
 
+    @property
+    def train_max_length(self) -> int:
+        """Longest training source: test buckets beyond it measure extrapolation."""
+        return self.splits["train"][0][1]
+
     def setup(self, stage: Optional[str] = None) -> None:
         for offset, (split, ((lo, hi), size)) in enumerate(self.splits.items()):
             if split not in self.datasets:

@@ -135,23 +135,14 @@ class BahdanauDecoder(RNNDecoder):
 class BottleneckDecoder(BahdanauDecoder):
     """The no-attention baseline (Cho et al. 2014; Bahdanau's RNNencdec).
 
-    The Bahdanau flow with :class:`NoAttention`: the context is the same
+    The Bahdanau flow with :class:`NoAttention` (which :func:`build_decoder`
+    checks): the context is the same
     fixed-size source summary at every step, so teacher forcing runs all T
     steps in one RNN call.
     """
 
     flow = "none"
     parallel = True
-
-    def __init__(
-        self, cell: str, sizes: DecoderSizes, attention: nn.Module, dropout: float = 0.0
-    ) -> None:
-        if not isinstance(attention, NoAttention):
-            raise ConfigError(
-                "flow 'none' is the no-attention baseline and takes no scorer: "
-                "set attention to 'none', or pick flow 'bahdanau' or 'luong'"
-            )
-        super().__init__(cell, sizes, attention, dropout)
 
 
 class LuongDecoder(RNNDecoder):
@@ -207,6 +198,21 @@ DECODERS: dict[str, type[RNNDecoder]] = {
 }
 
 
+def check_flow_attention(flow: str, attention: str) -> None:
+    """The baseline pairs flow ``none`` with attention ``none``; neither goes with anything else."""
+    if flow not in DECODERS:
+        raise ConfigError(f"unknown flow {flow!r}: choose one of {sorted(DECODERS)}")
+    if flow == "none" and attention != "none":
+        raise ConfigError(
+            "flow 'none' is the no-attention baseline and takes no scorer: "
+            "set attention to 'none', or pick flow 'bahdanau' or 'luong'"
+        )
+    if flow != "none" and attention == "none":
+        raise ConfigError(
+            f"attention 'none' is the bottleneck baseline: set flow to 'none' (not {flow!r}), or pick a scorer"
+        )
+
+
 def build_decoder(
     flow: str,
     cell: str,
@@ -216,13 +222,7 @@ def build_decoder(
     input_feed: bool = True,
 ) -> RNNDecoder:
     """Instantiate a flow by name; ``input_feed`` matters only to ``luong``."""
-    if flow not in DECODERS:
-        raise ConfigError(f"unknown flow {flow!r}: choose one of {sorted(DECODERS)}")
-    if flow != "none" and isinstance(attention, NoAttention):
-        raise ConfigError(
-            f"attention 'none' is the bottleneck baseline: set flow to 'none' (not {flow!r}), "
-            "or pick a scorer"
-        )
+    check_flow_attention(flow, "none" if isinstance(attention, NoAttention) else "scorer")
     if flow == "luong":
         return LuongDecoder(cell, sizes, attention, dropout, input_feed=input_feed)
     return DECODERS[flow](cell, sizes, attention, dropout)

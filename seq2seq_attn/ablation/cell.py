@@ -1,0 +1,69 @@
+"""Fit and test one grid cell in this process; run by the ablation runner.
+
+    python -m seq2seq_attn.ablation.cell CELL_DIR -- [LightningCLI arguments]
+
+Writes ``CELL_DIR/result.json`` (atomically, last) on success, or
+``CELL_DIR/error.json`` with a one-line message on failure. A cell with a
+``result.json`` is finished; the runner never runs it again.
+"""
+
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from seq2seq_attn.results import write_json
+
+RESULT, ERROR = "result.json", "error.json"
+
+
+def logger_args(cell_dir: Path) -> list[str]:
+    """A CSV logger writing into the cell folder, so metrics and checkpoints land there."""
+    csv_logger = {
+        "class_path": "pytorch_lightning.loggers.CSVLogger",
+        "init_args": {"save_dir": str(cell_dir), "name": "", "version": ""},
+    }
+    return ["--trainer.logger", json.dumps(csv_logger)]
+
+
+def run(cell_dir: Path, args: list[str]) -> dict:
+    import torch
+
+    from seq2seq_attn.cli import build_cli
+
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    cli = build_cli([*args, "--trainer.default_root_dir", str(cell_dir), *logger_args(cell_dir)], run=False)
+    start = time.time()
+    cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    fit_seconds = time.time() - start
+    ckpt = cli.trainer.checkpoint_callback.best_model_path or None
+    cli.trainer.test(cli.model, datamodule=cli.datamodule, ckpt_path=ckpt)
+    results = json.loads((cell_dir / "test_results.json").read_text())
+    results["fit_seconds"] = round(fit_seconds, 1)
+    results["test_seconds"] = round(time.time() - start - fit_seconds, 1)
+    results["epochs"] = cli.trainer.current_epoch
+    results["checkpoint"] = ckpt
+    return results
+
+
+def main() -> None:
+    cell_dir = Path(sys.argv[1])
+    args = sys.argv[3:] if sys.argv[2:3] == ["--"] else sys.argv[2:]
+    cell_dir.mkdir(parents=True, exist_ok=True)
+    (cell_dir / ERROR).unlink(missing_ok=True)
+    try:
+        results = run(cell_dir, args)
+    except BaseException as err:  # noqa: BLE001 - every failure is recorded, then re-raised as an exit code
+        from seq2seq_attn.cli import find_config_error
+
+        cause = find_config_error(err) or err
+        message = f"{type(cause).__name__}: {cause}".splitlines()[0]
+        write_json(cell_dir / ERROR, {"error": message, "traceback": traceback.format_exc()})
+        print(f"error: {message}", file=sys.stderr)
+        sys.exit(1)
+    write_json(cell_dir / RESULT, results)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,121 @@
+"""Grid files: base configs plus dotted keys swept over lists of values.
+
+    name: toy_reverse
+    configs: [../base.yaml, ../toy/reverse_wide.yaml]   # relative to this file
+    fixed: {trainer.max_epochs: 8}                      # optional overrides for every cell
+    grid:
+      model.attention: [none, additive, general, dot, concat, scaled_dot]
+      model.flow: [none, bahdanau, luong]
+      seed_everything: [1, 2, 3]
+
+The product of the grid is filtered: combinations the model rejects (a scorer
+with flow ``none``, ``none`` with an attentional flow) are skipped, and cells
+that differ only in a setting their model ignores (``input_feed`` outside the
+Luong flow) run once.
+"""
+
+import itertools
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from seq2seq_attn.errors import ConfigError
+from seq2seq_attn.modules.decoder import check_flow_attention
+
+MODEL_DEFAULTS = {"model.flow": "bahdanau", "model.attention": "additive", "model.input_feed": True}
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One point of the grid: its overrides, in grid order."""
+
+    overrides: tuple[tuple[str, Any], ...]
+
+    @property
+    def name(self) -> str:
+        """A folder name: ``attention=dot__flow=luong__seed_everything=1``."""
+        return "__".join(f"{key.split('.')[-1]}={_text(value)}" for key, value in self.overrides)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.overrides)
+
+    def cli_args(self) -> list[str]:
+        return [arg for key, value in self.overrides for arg in (f"--{key}", _text(value))]
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+@dataclass
+class Grid:
+    name: str
+    configs: list[Path]
+    grid: dict[str, list]
+    fixed: dict[str, Any] = field(default_factory=dict)
+    metric: str = "exact_match"
+    path: Path = Path(".")
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Grid":
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"grid file not found: {path}: pass a file such as experiments/ablations/toy_reverse.yaml")
+        spec = yaml.safe_load(path.read_text()) or {}
+        unknown = set(spec) - {"name", "configs", "grid", "fixed", "metric"}
+        if unknown:
+            raise ConfigError(f"unknown key(s) {sorted(unknown)} in grid {path}: use name, configs, grid, fixed, metric")
+        if not isinstance(spec.get("grid"), dict) or not spec["grid"]:
+            raise ConfigError(f"grid {path} has no 'grid:' mapping of dotted keys to lists of values")
+        for key, values in spec["grid"].items():
+            if not isinstance(values, list) or not values:
+                raise ConfigError(f"grid key {key!r} in {path} must map to a non-empty list, got {values!r}")
+        configs = [(path.parent / c).resolve() for c in spec.get("configs", [])]
+        missing = [str(c) for c in configs if not c.is_file()]
+        if missing:
+            raise ConfigError(f"config(s) named in grid {path} not found: {missing}")
+        return cls(
+            name=spec.get("name", path.stem), configs=configs, grid=spec["grid"],
+            fixed=spec.get("fixed") or {}, metric=spec.get("metric", "exact_match"), path=path,
+        )
+
+    def base_values(self) -> dict[str, Any]:
+        """``model.flow`` etc. as the configs and ``fixed`` set them (for validity checks)."""
+        values = dict(MODEL_DEFAULTS)
+        for config in self.configs:
+            data = yaml.safe_load(config.read_text()) or {}
+            for key in MODEL_DEFAULTS:
+                section, name = key.split(".")
+                if name in (data.get(section) or {}):
+                    values[key] = data[section][name]
+        values.update({k: v for k, v in self.fixed.items() if k in MODEL_DEFAULTS})
+        return values
+
+    def cells(self) -> tuple[list[Cell], list[tuple[Cell, str]]]:
+        """Valid, de-duplicated cells in grid order, and the skipped ones with the reason."""
+        base = self.base_values()
+        keys = list(self.grid)
+        cells, skipped, seen = [], [], set()
+        for values in itertools.product(*(self.grid[k] for k in keys)):
+            cell = Cell(tuple(zip(keys, values)))
+            merged = {**base, **cell.as_dict()}
+            try:
+                check_flow_attention(merged["model.flow"], merged["model.attention"])
+            except ConfigError as err:
+                skipped.append((cell, str(err)))
+                continue
+            canonical = tuple(
+                (k, v) for k, v in cell.overrides if not (k == "model.input_feed" and merged["model.flow"] != "luong")
+            )
+            if canonical in seen:
+                skipped.append((cell, "same model as an earlier cell (input_feed only matters to flow 'luong')"))
+                continue
+            seen.add(canonical)
+            cells.append(Cell(canonical))
+        return cells, skipped
+
+    def fixed_args(self) -> list[str]:
+        return Cell(tuple(self.fixed.items())).cli_args()

@@ -1,0 +1,232 @@
+"""Results table, summary and plots of an ablation folder.
+
+``results.csv`` has one row per cell x length bucket x metric; everything else
+(``summary.md``, ``degradation.png``, ``attention.png``) is drawn from it (and
+from the cells' saved attention maps), so ``seq2seq-attn report DIR`` can
+redraw them at any time.
+"""
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import pandas as pd
+
+from seq2seq_attn.results import write_atomic, write_csv
+
+FIXED_COLUMNS = ["cell", "bucket", "lo", "hi", "extrapolation", "metric", "value", "count"]
+METRIC_NAMES = {"exact_match": "exact match", "align_acc": "alignment accuracy", "bleu": "BLEU",
+                "attn_entropy": "attention entropy", "token_acc": "token accuracy", "chrf": "chrF"}
+
+
+def _bounds(label: str) -> tuple[Optional[int], Optional[int]]:
+    if label == "all":
+        return None, None
+    if label.endswith("+"):
+        return int(label[:-1]), None
+    lo, hi = label.split("-")
+    return int(lo), int(hi)
+
+
+def cell_rows(folder: Path) -> list[dict]:
+    """Rows of one finished cell: its overrides as columns, one row per bucket x metric."""
+    config = {k.split(".")[-1]: v for k, v in json.loads((folder / "cell.json").read_text())["overrides"].items()}
+    result = json.loads((folder / "result.json").read_text())
+    train_max = result.get("meta", {}).get("train_max_length")
+    rows = []
+    for bucket in [{"bucket": "all", **result["overall"]}, *result["buckets"]]:
+        lo, hi = _bounds(bucket["bucket"])
+        extrapolation = bool(train_max is not None and lo is not None and lo > train_max)
+        for metric, value in bucket.items():
+            if metric in ("bucket", "count"):
+                continue
+            rows.append({"cell": folder.name, **config, "bucket": bucket["bucket"], "lo": lo, "hi": hi,
+                         "extrapolation": extrapolation, "metric": metric, "value": value,
+                         "count": int(bucket["count"])})
+    return rows
+
+
+def write_results_csv(out: Path) -> Optional[Path]:
+    folders = sorted(p.parent for p in (out / "cells").glob("*/result.json"))
+    rows = [row for folder in folders for row in cell_rows(folder)]
+    if not rows:
+        return None
+    config_cols = [c for c in dict.fromkeys(k for r in rows for k in r) if c not in FIXED_COLUMNS]
+    return write_csv(out / "results.csv", rows, ["cell", *config_cols, *FIXED_COLUMNS[1:]])
+
+
+def config_columns(df: pd.DataFrame) -> list[str]:
+    return [c for c in df.columns if c not in FIXED_COLUMNS]
+
+
+def seed_columns(df: pd.DataFrame) -> list[str]:
+    return [c for c in config_columns(df) if "seed" in c]
+
+
+def model_label(row: pd.Series, columns: list[str]) -> str:
+    """``luong + general (no feed)``; the baseline is ``none (no attention)``."""
+    values = {c: row[c] for c in columns}
+    if values.get("attention") == "none" or values.get("flow") == "none":
+        label = "none (no attention)"
+    else:
+        label = " + ".join(str(values[c]) for c in ("flow", "attention") if c in values)
+    if str(values.get("input_feed")).lower() == "false":
+        label += " (no feed)"
+    others = [f"{c}={values[c]}" for c in columns if c not in ("flow", "attention", "input_feed")]
+    return ", ".join([label, *others]) if label else ", ".join(others)
+
+
+def with_labels(df: pd.DataFrame) -> pd.DataFrame:
+    model_cols = [c for c in config_columns(df) if c not in seed_columns(df)]
+    df = df.copy()
+    df["model"] = df.apply(lambda r: model_label(r, model_cols), axis=1) if model_cols else "model"
+    df["baseline"] = df["model"].str.startswith("none")
+    return df
+
+
+def bucket_order(df: pd.DataFrame) -> list[str]:
+    buckets = df[df.bucket != "all"][["bucket", "lo"]].drop_duplicates().sort_values("lo")
+    return ["all", *buckets.bucket.tolist()]
+
+
+def summary_table(df: pd.DataFrame, metric: str) -> str:
+    """Markdown: mean ± std over seeds per model and bucket; the best per bucket in bold."""
+    part = df[df.metric == metric]
+    if part.empty:
+        return ""
+    stats = part.groupby(["model", "bucket"])["value"].agg(["mean", "std", "count"]).reset_index()
+    order = bucket_order(part)
+    extrap = set(part[part.extrapolation.astype(str).str.lower() == "true"].bucket)
+    lower_is_better = metric in ("loss", "ppl", "attn_entropy")
+    best = stats.groupby("bucket")["mean"].min() if lower_is_better else stats.groupby("bucket")["mean"].max()
+    header = ["model", *[f"{b} †" if b in extrap else b for b in order]]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for model in sorted(stats.model.unique(), key=lambda m: (m.startswith("none"), m)):
+        cells = []
+        for bucket in order:
+            row = stats[(stats.model == model) & (stats.bucket == bucket)]
+            if row.empty:
+                cells.append("-")
+                continue
+            mean, std = float(row["mean"].iloc[0]), row["std"].iloc[0]
+            text = f"{mean:.3f}" + (f" ± {std:.3f}" if pd.notna(std) else "")
+            cells.append(f"**{text}**" if abs(mean - best[bucket]) < 1e-9 else text)
+        lines.append("| " + " | ".join([model, *cells]) + " |")
+    return "\n".join(lines)
+
+
+def failures(out: Path) -> list[str]:
+    lines = []
+    for error in sorted((out / "cells").glob("*/error.json")):
+        if not (error.parent / "result.json").exists():
+            lines.append(f"- `{error.parent.name}`: {json.loads(error.read_text())['error']}")
+    return lines
+
+
+def write_summary(out: Path, df: pd.DataFrame, metric: str) -> Path:
+    seeds = df[seed_columns(df)].drop_duplicates().shape[0] if seed_columns(df) else 1
+    parts = [
+        f"# Ablation: {out.name}",
+        "",
+        f"Mean ± std over {seeds} seed(s) per model, overall and per source-length bucket; the best per bucket"
+        " is in bold; † marks buckets longer than any training sentence (extrapolation).",
+    ]
+    for name in dict.fromkeys([metric, "align_acc", "attn_entropy", "token_acc"]):
+        table = summary_table(df, name)
+        if table:
+            parts += ["", f"## {METRIC_NAMES.get(name, name)}", "", table]
+    failed = failures(out)
+    if failed:
+        parts += ["", "## Failed cells", "", *failed]
+    return write_atomic(out / "summary.md", "\n".join(parts) + "\n")
+
+
+def plot_degradation(df: pd.DataFrame, metric: str, path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    metrics = [m for m in dict.fromkeys([metric, "align_acc"]) if (df.metric == m).any()]
+    order = bucket_order(df)[1:]
+    fig, axes = plt.subplots(1, len(metrics), figsize=(7 * len(metrics), 4.8), squeeze=False)
+    extrap = df[(df.extrapolation.astype(str).str.lower() == "true") & (df.bucket != "all")].bucket.unique()
+    for ax, name in zip(axes[0], metrics):
+        part = df[(df.metric == name) & (df.bucket != "all")]
+        stats = part.groupby(["model", "bucket", "baseline"])["value"].agg(["mean", "std"]).reset_index()
+        for model in sorted(stats.model.unique(), key=lambda m: (m.startswith("none"), m)):
+            rows = stats[stats.model == model].set_index("bucket").reindex(order).dropna(subset=["mean"])
+            x = [order.index(b) for b in rows.index]
+            style = "--" if bool(rows.baseline.iloc[0]) else "-"
+            color = "black" if style == "--" else None
+            line = ax.plot(x, rows["mean"], style, marker="o", ms=3, label=model, color=color)[0]
+            std = rows["std"].fillna(0.0)
+            ax.fill_between(x, rows["mean"] - std, rows["mean"] + std, alpha=0.15, color=line.get_color())
+        if len(extrap):
+            first = min(order.index(b) for b in extrap)
+            ax.axvspan(first - 0.5, len(order) - 0.5, color="grey", alpha=0.12, label="beyond training lengths")
+        ax.set_xticks(range(len(order)), order, rotation=45)
+        ax.set_xlabel("source length (tokens)")
+        ax.set_ylabel(METRIC_NAMES.get(name, name))
+        ax.grid(alpha=0.3)
+    axes[0][-1].legend(fontsize=7, loc="best")
+    fig.suptitle(f"{path.parent.name}: quality vs source length")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_attention(out: Path, df: pd.DataFrame, path: Path, examples: int = 3) -> Optional[Path]:
+    """Heatmaps of the same test examples for each model (first seed), side by side."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cells = df.drop_duplicates("model").sort_values("model", key=lambda s: s.str.startswith("none"))
+    maps = {}
+    for _, row in cells.iterrows():
+        file = out / "cells" / row["cell"] / "test_attention.json"
+        if file.is_file():
+            maps[row["model"]] = json.loads(file.read_text())[:examples]
+    if not maps:
+        return None
+    n_ex = max(len(m) for m in maps.values())
+    fig, axes = plt.subplots(n_ex, len(maps), figsize=(2.6 * len(maps), 2.6 * n_ex), squeeze=False)
+    for col, (model, items) in enumerate(maps.items()):
+        for row in range(n_ex):
+            ax = axes[row][col]
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if row >= len(items) or items[row]["weights"] is None:
+                ax.text(0.5, 0.5, "no attention", ha="center", va="center", fontsize=8)
+            else:
+                ax.imshow(items[row]["weights"], cmap="viridis", aspect="auto", vmin=0, vmax=1)
+                ax.set_xlabel(f"source ({len(items[row]['src'])})", fontsize=7)
+                ax.set_ylabel(f"output ({len(items[row]['hyp'])})", fontsize=7)
+            if row == 0:
+                ax.set_title(model, fontsize=8)
+    fig.suptitle("attention on the same test examples (rows) per model (columns)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write_report(out: Path, metric: str = "exact_match") -> list[Path]:
+    """summary.md, degradation.png and attention.png from results.csv."""
+    out = Path(out)
+    csv_path = out / "results.csv"
+    if not csv_path.is_file():
+        print(f"no results yet in {out}: nothing to report")
+        return []
+    df = with_labels(pd.read_csv(csv_path))
+    if not (df.metric == metric).any():
+        metric = "exact_match" if (df.metric == "exact_match").any() else df.metric.iloc[0]
+    written = [write_summary(out, df, metric), plot_degradation(df, metric, out / "degradation.png")]
+    heatmaps = plot_attention(out, df, out / "attention.png")
+    written += [heatmaps] if heatmaps else []
+    print((out / "summary.md").read_text())
+    print("wrote " + ", ".join(str(p) for p in written))
+    return written

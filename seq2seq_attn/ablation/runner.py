@@ -1,0 +1,120 @@
+"""Run every cell of a grid in its own process, resumably, then report.
+
+Layout of the output folder::
+
+    DIR/grid.yaml                 the grid that was run (copied)
+    DIR/cells/<cell>/cell.json    the cell's overrides
+    DIR/cells/<cell>/result.json  written last by a finished cell (never run again)
+    DIR/cells/<cell>/error.json   a failed cell's one-line error (+ traceback)
+    DIR/cells/<cell>/log.txt      the cell's output
+    DIR/results.csv, summary.md, degradation.png, attention.png
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+from seq2seq_attn.ablation.cell import ERROR, RESULT
+from seq2seq_attn.ablation.grid import Cell, Grid
+from seq2seq_attn.ablation.report import write_report, write_results_csv
+from seq2seq_attn.results import write_json
+
+
+def cell_dir(out: Path, cell: Cell) -> Path:
+    return out / "cells" / cell.name
+
+
+def status(out: Path, cell: Cell) -> str:
+    folder = cell_dir(out, cell)
+    if (folder / RESULT).is_file():
+        return "done"
+    return "failed" if (folder / ERROR).is_file() else "missing"
+
+
+def _launch(out: Path, cell: Cell, grid: Grid, threads: int) -> subprocess.Popen:
+    folder = cell_dir(out, cell)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_json(folder / "cell.json", {"name": cell.name, "overrides": cell.as_dict()})
+    args = [a for c in grid.configs for a in ("--config", str(c))] + grid.fixed_args() + cell.cli_args()
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), "PYTHONUNBUFFERED": "1"}
+    log = open(folder / "log.txt", "w")
+    command = [sys.executable, "-m", "seq2seq_attn.ablation.cell", str(folder), "--", *args]
+    return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+
+
+def _describe(out: Path, cell: Cell, metric: str) -> str:
+    folder = cell_dir(out, cell)
+    if (folder / RESULT).is_file():
+        result = json.loads((folder / RESULT).read_text())
+        value = result["overall"].get(metric)
+        shown = f"{metric} {value:.3f}" if value is not None else "done"
+        return f"{shown} (fit {result['fit_seconds']:.0f} s)"
+    if (folder / ERROR).is_file():
+        return "FAILED: " + json.loads((folder / ERROR).read_text())["error"]
+    return "FAILED: the process ended without a result (see log.txt)"
+
+
+def run_cells(out: Path, grid: Grid, todo: list[Cell], jobs: int) -> None:
+    """At most ``jobs`` cells at a time; results.csv is refreshed after each one."""
+    threads = max(1, (os.cpu_count() or 1) // jobs)
+    pending, running, finished = list(todo), {}, 0
+    try:
+        while pending or running:
+            while pending and len(running) < jobs:
+                cell = pending.pop(0)
+                running[cell] = (_launch(out, cell, grid, threads), time.time())
+            time.sleep(0.2)
+            for cell, (process, started) in list(running.items()):
+                if process.poll() is None:
+                    continue
+                del running[cell]
+                finished += 1
+                print(f"[{finished}/{len(todo)}] {cell.name}: {_describe(out, cell, grid.metric)}", flush=True)
+                write_results_csv(out)
+    except KeyboardInterrupt:
+        for process, _ in running.values():
+            process.terminate()
+        for process, _ in running.values():
+            process.wait()
+        write_results_csv(out)
+        print("interrupted: finished cells are kept; run the same command again to finish the rest", flush=True)
+        raise
+
+
+def ablate(
+    grid_path: str, out: Optional[str] = None, jobs: int = 0, retry_failed: bool = False, dry_run: bool = False
+) -> Path:
+    """Run what is missing of the grid, then write the results table, summary and plots."""
+    grid = Grid.load(grid_path)
+    out_dir = Path(out or Path("runs") / "ablations" / grid.name)
+    cells, skipped = grid.cells()
+    if skipped:
+        print(f"skipping {len(skipped)} combination(s) of the grid:")
+        for cell, reason in skipped:
+            print(f"  {cell.name}: {reason}")
+    states = {cell: status(out_dir, cell) for cell in cells}
+    todo = [c for c in cells if states[c] == "missing" or (retry_failed and states[c] == "failed")]
+    counts = {s: list(states.values()).count(s) for s in ("done", "failed")}
+    print(
+        f"{grid.name}: {len(cells)} cells, {counts['done']} finished earlier, {counts['failed']} failed earlier"
+        f"{' (rerun with --retry-failed)' if counts['failed'] and not retry_failed else ''}, {len(todo)} to run"
+    )
+    if dry_run:
+        for cell in todo:
+            print(f"  would run {cell.name}")
+        return out_dir
+    out_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(grid.path, out_dir / "grid.yaml")
+    jobs = jobs or min(os.cpu_count() or 1, 8)
+    start = time.time()
+    run_cells(out_dir, grid, todo, max(1, min(jobs, len(todo) or 1)))
+    if todo:
+        print(f"ran {len(todo)} cell(s) in {time.time() - start:.0f} s")
+    write_results_csv(out_dir)
+    write_report(out_dir, grid.metric)
+    return out_dir
