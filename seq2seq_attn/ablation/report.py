@@ -12,6 +12,7 @@ from typing import Optional
 
 import pandas as pd
 
+from seq2seq_attn.plots import draw_heatmap
 from seq2seq_attn.results import write_atomic, write_csv
 
 FIXED_COLUMNS = ["cell", "bucket", "lo", "hi", "extrapolation", "metric", "value", "count"]
@@ -196,17 +197,9 @@ def plot_attention(out: Path, df: pd.DataFrame, path: Path, examples: int = 3) -
     fig, axes = plt.subplots(n_ex, len(maps), figsize=(2.6 * len(maps), 2.6 * n_ex), squeeze=False)
     for col, (model, items) in enumerate(maps.items()):
         for row in range(n_ex):
-            ax = axes[row][col]
-            ax.set_xticks([])
-            ax.set_yticks([])
-            if row >= len(items) or items[row]["weights"] is None:
-                ax.text(0.5, 0.5, "no attention", ha="center", va="center", fontsize=8)
-            else:
-                ax.imshow(items[row]["weights"], cmap="viridis", aspect="auto", vmin=0, vmax=1)
-                ax.set_xlabel(f"source ({len(items[row]['src'])})", fontsize=7)
-                ax.set_ylabel(f"output ({len(items[row]['hyp'])})", fontsize=7)
-            if row == 0:
-                ax.set_title(model, fontsize=8)
+            item = items[row] if row < len(items) else {"weights": None, "src": [], "hyp": []}
+            title = model if row == 0 else ""
+            draw_heatmap(axes[row][col], item["weights"], item["src"], item["hyp"], title, labels=False)
     fig.suptitle("attention on the same test examples (rows) per model (columns)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)

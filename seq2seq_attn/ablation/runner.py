@@ -93,10 +93,11 @@ def ablate(
     grid = Grid.load(grid_path)
     out_dir = Path(out or Path("runs") / "ablations" / grid.name)
     cells, skipped = grid.cells()
-    if skipped:
-        print(f"skipping {len(skipped)} combination(s) of the grid:")
-        for cell, reason in skipped:
-            print(f"  {cell.name}: {reason}")
+    reasons: dict[str, list[str]] = {}
+    for cell, reason in skipped:
+        reasons.setdefault(reason, []).append(cell.name)
+    for reason, names in reasons.items():
+        print(f"skipping {len(names)} combination(s), e.g. {names[0]}: {reason}")
     states = {cell: status(out_dir, cell) for cell in cells}
     todo = [c for c in cells if states[c] == "missing" or (retry_failed and states[c] == "failed")]
     counts = {s: list(states.values()).count(s) for s in ("done", "failed")}

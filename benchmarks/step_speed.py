@@ -1,0 +1,118 @@
+"""Training-step and decoding speed of every flow x scorer on the reference model size.
+
+    python benchmarks/step_speed.py [--steps 5] [--threads N] [--quick]
+
+Random data: batch 64, source and target length 30, embeddings 256, bidirectional
+GRU 256 per direction, decoder 512, vocabulary 8000. A training step is forward
++ backward + Adam. Decoding runs 30 output steps (EOS is suppressed by the length
+cap a=1, b=0 on random weights, so every model decodes the same number of steps).
+Prints one table, and the ratio of the parallel Luong path (input feeding off)
+to the same model run step by step. Ratios are measured in this one run.
+"""
+
+import argparse
+import os
+import time
+
+import torch
+
+from seq2seq_attn.modules import SCORERS, build_seq2seq
+from seq2seq_attn.search import beam_search, greedy_search
+
+B, S, T, V = 64, 30, 30, 8000
+
+
+def variants() -> list[tuple[str, str, bool]]:
+    rows = [("bahdanau", a, True) for a in sorted(SCORERS) if a not in ("dot", "scaled_dot")]
+    rows += [("luong", a, feed) for feed in (True, False) for a in sorted(SCORERS)]
+    return rows + [("none", "none", True)]
+
+
+def build(flow: str, attention: str, feed: bool):
+    torch.manual_seed(0)
+    # dot needs D == H: the decoder is 512 = 2 x 256, so every scorer fits this size
+    return build_seq2seq(
+        V, V, attention=attention, flow=flow, emb_size=256, hidden_size=256, dec_hidden_size=512,
+        input_feed=feed, dropout=0.2,
+    )
+
+
+def batch():
+    g = torch.Generator().manual_seed(1)
+    src = torch.randint(4, V, (B, S), generator=g)
+    lengths = torch.full((B,), S)
+    trg_in = torch.randint(4, V, (B, T), generator=g)
+    trg_out = torch.randint(4, V, (B, T), generator=g)
+    return src, lengths, trg_in, trg_out
+
+
+def time_training(model, steps: int) -> float:
+    src, lengths, trg_in, trg_out = batch()
+    optimiser = torch.optim.Adam(model.parameters(), lr=1e-3)
+    model.train()
+
+    def step():
+        logits = model(src, lengths, trg_in).logits
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, V), trg_out.reshape(-1))
+        optimiser.zero_grad(set_to_none=True)
+        loss.backward()
+        optimiser.step()
+
+    step()  # warm-up
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    return steps / (time.perf_counter() - start)
+
+
+def time_decoding(model, beam: int, repeats: int) -> float:
+    src, lengths, _, _ = batch()
+    model.eval()
+
+    def run():
+        if beam == 1:
+            return greedy_search(model, src, lengths, 1, 2, max_len_a=1.0, max_len_b=0)
+        return beam_search(model, src, lengths, 1, 2, beam_size=beam, max_len_a=1.0, max_len_b=0)
+
+    run()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        run()
+    return repeats * B / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=5, help="timed training steps per model")
+    parser.add_argument("--threads", type=int, default=os.cpu_count(), help="torch threads (default: cores)")
+    parser.add_argument("--quick", action="store_true", help="one Bahdanau, one Luong pair and the baseline")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    rows = variants()
+    if args.quick:
+        rows = [("bahdanau", "additive", True), ("luong", "general", True), ("luong", "general", False),
+                ("none", "none", True)]
+    print(f"torch {torch.__version__}, {args.threads} thread(s); batch {B}, S=T={S}, emb 256, "
+          f"biGRU 256/dir, decoder 512, vocab {V}")
+    print(f"{'flow':<10}{'attention':<12}{'feed':<6}{'train steps/s':>14}{'tokens/s':>10}"
+          f"{'greedy sent/s':>15}{'beam5 sent/s':>14}")
+    for flow, attention, feed in rows:
+        model = build(flow, attention, feed)
+        steps = time_training(model, args.steps)
+        greedy = time_decoding(model, 1, 2)
+        beam = time_decoding(model, 5, 1)
+        feed_text = "-" if flow != "luong" else ("on" if feed else "off")
+        print(f"{flow:<10}{attention:<12}{feed_text:<6}{steps:>14.2f}{steps * B * T:>10.0f}{greedy:>15.1f}{beam:>14.1f}",
+              flush=True)
+    print("\nparallel Luong path (input feeding off) vs the same model run step by step:")
+    for attention in ["general"] if args.quick else sorted(SCORERS):
+        model = build("luong", attention, False)
+        parallel = time_training(model, args.steps)
+        model.decoder.parallel = False  # the generic loop over decoder.step, one target step at a time
+        stepwise = time_training(model, args.steps)
+        print(f"  {attention:<12} parallel {parallel:6.2f} steps/s, step by step {stepwise:6.2f} steps/s: "
+              f"{parallel / stepwise:.2f}x", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,70 @@
+"""Load a trained model from its checkpoint alone and decode token sequences.
+
+Checkpoints are read with ``torch.load(weights_only=True)``: tensors and plain
+containers only, so a crafted file cannot run code when it is loaded.
+"""
+
+import pickle
+from pathlib import Path
+from typing import NamedTuple, Optional, Sequence, Union
+
+import torch
+
+from seq2seq_attn.data.collate import pad
+from seq2seq_attn.data.vocab import BOS_ID, EOS_ID, PAD_ID, Vocab
+from seq2seq_attn.errors import ConfigError
+from seq2seq_attn.lit_module import Seq2SeqLitModule
+from seq2seq_attn.search import search
+
+
+class Translation(NamedTuple):
+    tokens: list[str]
+    weights: Optional[list[list[float]]]  # (len(tokens), len(source)) attention, None without attention
+
+
+def load_model(path: Union[str, Path], device: str = "cpu") -> Seq2SeqLitModule:
+    """The model of a checkpoint, with its vocabularies, in eval mode."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"checkpoint not found: {path}: pass RUN_DIR/checkpoints/best.ckpt of a finished run")
+    try:
+        checkpoint = torch.load(path, map_location=device, weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ConfigError(
+            f"cannot load {path} safely: {first[:160]}: it is not an intact seq2seq-attn checkpoint"
+        ) from err
+    if "hyper_parameters" not in checkpoint or "vocab" not in checkpoint:
+        raise ConfigError(f"{path} is not a seq2seq-attn checkpoint (no hyperparameters or vocabulary in it)")
+    hparams = {k: v for k, v in checkpoint["hyper_parameters"].items() if not k.startswith("_")}
+    module = Seq2SeqLitModule(**hparams)
+    module.load_state_dict(checkpoint["state_dict"])
+    module.src_vocab = Vocab(checkpoint["vocab"]["src"])
+    module.trg_vocab = Vocab(checkpoint["vocab"]["trg"])
+    return module.to(device).eval()
+
+
+@torch.no_grad()
+def translate_tokens(
+    module: Seq2SeqLitModule,
+    sentences: Sequence[Sequence[str]],
+    beam_size: int = 1,
+    alpha: float = 0.0,
+    batch_size: int = 64,
+) -> list[Translation]:
+    """Decode tokenised sentences in order; an empty sentence gives an empty output."""
+    hp = module.hparams
+    results: list[Translation] = [Translation([], None)] * len(sentences)
+    order = sorted((i for i, s in enumerate(sentences) if len(s)), key=lambda i: len(sentences[i]))
+    for start in range(0, len(order), batch_size):
+        chunk = order[start : start + batch_size]
+        ids = [module.src_vocab.encode(sentences[i]) for i in chunk]
+        src = pad(ids, PAD_ID).to(module.device)  # (B, S)
+        lengths = torch.tensor([len(x) for x in ids], device=module.device)  # (B,)
+        hyp = search(module.model, src, lengths, BOS_ID, EOS_ID, PAD_ID, beam_size, alpha, hp.max_len_a, hp.max_len_b)
+        for row, (i, tokens) in enumerate(zip(chunk, hyp.to_lists())):
+            weights = None
+            if hyp.weights is not None:
+                weights = hyp.weights[row, : len(tokens), : len(ids[row])].tolist()
+            results[i] = Translation(module.trg_vocab.decode(tokens), weights)
+    return results

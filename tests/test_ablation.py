@@ -1,0 +1,129 @@
+"""The ablation runner end to end: outputs, resumability, failures; alignment metrics."""
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from seq2seq_attn.ablation.grid import Grid
+from seq2seq_attn.ablation.runner import ablate
+from seq2seq_attn.cli import main
+from seq2seq_attn.errors import ConfigError
+from seq2seq_attn.metrics import summarize, teacher_forced_records
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = {
+    "trainer.max_epochs": 1,
+    "data.init_args.train_size": 128,
+    "data.init_args.val_size": 16,
+    "data.init_args.test_size": 32,
+    "data.init_args.train_lengths": [3, 6],
+    "data.init_args.test_lengths": [3, 12],
+    "model.emb_size": 8,
+    "model.hidden_size": 8,
+    "model.test_buckets": [6, 9],
+}
+
+
+def write_grid(tmp_path, grid, fixed=TINY):
+    path = tmp_path / "grid.yaml"
+    configs = [str(ROOT / "experiments" / "base.yaml"), str(ROOT / "experiments" / "toy" / "reverse.yaml")]
+    path.write_text(yaml.safe_dump({"name": "tiny", "configs": configs, "fixed": fixed, "grid": grid}))
+    return path
+
+
+def cell_names(out):
+    return sorted(p.name for p in (out / "cells").iterdir())
+
+
+def test_grid_skips_invalid_and_duplicate_cells(tmp_path):
+    grid = Grid.load(write_grid(tmp_path, {
+        "model.attention": ["none", "dot"], "model.flow": ["none", "bahdanau", "luong"],
+        "model.input_feed": [True, False],
+    }))
+    cells, skipped = grid.cells()
+    names = [c.name for c in cells]
+    assert names == [
+        "attention=none__flow=none", "attention=dot__flow=bahdanau",
+        "attention=dot__flow=luong__input_feed=true", "attention=dot__flow=luong__input_feed=false",
+    ]
+    reasons = " ".join(reason for _, reason in skipped)
+    assert "takes no scorer" in reasons and "bottleneck baseline" in reasons and "only matters" in reasons
+
+
+def test_bad_grid_files_fail_in_one_line(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\ngrids: {model.flow: [luong]}\n")
+    with pytest.raises(ConfigError, match="unknown key"):
+        Grid.load(bad)
+    with pytest.raises(ConfigError, match="not found"):
+        Grid.load(tmp_path / "missing.yaml")
+
+
+def test_two_by_two_grid_runs_resumes_and_reports(tmp_path, capsys):
+    grid = write_grid(tmp_path, {"model.attention": ["additive", "dot"], "model.flow": ["bahdanau", "luong"]})
+    out = tmp_path / "out"
+    ablate(str(grid), str(out), jobs=2)
+    assert len(cell_names(out)) == 4
+    for name in ("results.csv", "summary.md", "degradation.png", "attention.png", "grid.yaml"):
+        assert (out / name).stat().st_size > 0, name
+    with open(out / "results.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    assert {r["cell"] for r in rows} == set(cell_names(out))
+    assert {"attention", "flow", "bucket", "metric", "value", "count", "extrapolation"} <= set(rows[0])
+    assert {r["bucket"] for r in rows} == {"all", "1-6", "7-9", "10+"}
+    assert {r["extrapolation"] for r in rows if r["bucket"] == "10+"} == {"True"}
+    assert {"exact_match", "align_acc", "attn_entropy"} <= {r["metric"] for r in rows}
+    summary = (out / "summary.md").read_text()
+    assert "bahdanau + additive" in summary and "10+ †" in summary
+    stamps = {n: (out / "cells" / n / "result.json").stat().st_mtime_ns for n in cell_names(out)}
+
+    capsys.readouterr()
+    ablate(str(grid), str(out), jobs=2)  # everything is there: nothing runs
+    assert "0 to run" in capsys.readouterr().out
+    assert stamps == {n: (out / "cells" / n / "result.json").stat().st_mtime_ns for n in cell_names(out)}
+
+    rerun = "attention=dot__flow=luong"
+    (out / "cells" / rerun / "result.json").unlink()
+    ablate(str(grid), str(out), jobs=2)
+    assert "1 to run" in capsys.readouterr().out
+    after = {n: (out / "cells" / n / "result.json").stat().st_mtime_ns for n in cell_names(out)}
+    assert [n for n in after if after[n] != stamps[n]] == [rerun]
+    with open(out / "results.csv") as handle:
+        assert len(list(csv.DictReader(handle))) == len(rows)  # rewritten, not appended
+
+    (out / "summary.md").unlink()
+    main(["report", str(out)])
+    assert (out / "summary.md").read_text() == summary
+
+
+def test_a_failing_cell_is_recorded_and_the_rest_complete(tmp_path, capsys):
+    grid = write_grid(tmp_path, {"data.init_args.num_symbols": [6, 1]})
+    out = tmp_path / "out"
+    ablate(str(grid), str(out), jobs=1)
+    printed = capsys.readouterr().out
+    assert "num_symbols=1: FAILED: ConfigError: toy sizes must be positive" in printed
+    assert (out / "cells" / "num_symbols=6" / "result.json").is_file()
+    error = json.loads((out / "cells" / "num_symbols=1" / "error.json").read_text())
+    assert "num_symbols=1" in error["error"] and "\n" not in error["error"]
+    assert "num_symbols=1" in (out / "summary.md").read_text()  # listed under failed cells
+    ablate(str(grid), str(out), jobs=1)  # a failure is not retried unless asked
+    assert "1 failed earlier (rerun with --retry-failed), 0 to run" in capsys.readouterr().out
+
+
+def test_alignment_accuracy_rewards_gold_attention():
+    gold = torch.tensor([[3, 2, 1, 0, -1]])  # reverse of 4 tokens, then EOS
+    trg_out = torch.tensor([[5, 6, 7, 8, 2]])
+    logits = torch.zeros(1, 5, 10)
+    hit = torch.zeros(1, 5, 4)
+    hit[0, torch.arange(4), gold[0, :4]] = 1.0
+    hit[0, 4] = 0.25
+    shuffled = hit[:, :, torch.tensor([1, 0, 3, 2])]
+    lengths = torch.tensor([4])
+    perfect = summarize(teacher_forced_records(logits, trg_out, lengths, 0, hit, gold))
+    wrong = summarize(teacher_forced_records(logits, trg_out, lengths, 0, shuffled, gold))
+    assert perfect["align_acc"] == 1.0 and wrong["align_acc"] < 1.0
+    assert perfect["attn_entropy"] == pytest.approx(torch.log(torch.tensor(4.0)).item() / 5, rel=1e-5)

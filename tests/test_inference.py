@@ -1,0 +1,59 @@
+"""Loading checkpoints safely and decoding with them."""
+
+import pickle
+
+import pytest
+import torch
+
+from seq2seq_attn.data.toy import toy_vocab
+from seq2seq_attn.errors import ConfigError
+from seq2seq_attn.inference import load_model, translate_tokens
+from seq2seq_attn.lit_module import Seq2SeqLitModule
+
+
+def save_checkpoint(path, **hparams):
+    module = Seq2SeqLitModule(src_vocab_size=14, trg_vocab_size=14, emb_size=8, hidden_size=8, **hparams)
+    vocab = toy_vocab(10)
+    torch.save({
+        "state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams),
+        "vocab": {"src": vocab.itos, "trg": vocab.itos},
+    }, path)
+    return module
+
+
+@pytest.mark.parametrize("attention,flow", [("general", "luong"), ("none", "none")])
+def test_load_and_translate_keeps_line_count(tmp_path, attention, flow):
+    original = save_checkpoint(tmp_path / "m.ckpt", attention=attention, flow=flow)
+    module = load_model(tmp_path / "m.ckpt")
+    for a, b in zip(original.state_dict().values(), module.state_dict().values()):
+        assert torch.equal(a, b)
+    sentences = [["a", "b", "c"], [], ["d"], ["zzz", "a"]]
+    out = translate_tokens(module, sentences, beam_size=2)
+    assert len(out) == 4 and out[1].tokens == [] and out[1].weights is None
+    if attention != "none":
+        assert len(out[0].weights) == len(out[0].tokens) and len(out[0].weights[0]) == 3
+
+
+class Payload:
+    def __reduce__(self):
+        return (exec, ("import pathlib; pathlib.Path('PWNED').write_text('x')",))
+
+
+def test_crafted_pickle_is_refused_and_runs_nothing(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with open("evil.ckpt", "wb") as handle:
+        pickle.dump({"state_dict": {}, "hyper_parameters": Payload(), "vocab": {}}, handle)
+    with pytest.raises(ConfigError, match="cannot load evil.ckpt safely"):
+        load_model("evil.ckpt")
+    assert not (tmp_path / "PWNED").exists()
+
+
+def test_missing_or_foreign_checkpoints_fail_in_one_line(tmp_path):
+    with pytest.raises(ConfigError, match="checkpoint not found"):
+        load_model(tmp_path / "nope.ckpt")
+    torch.save({"state_dict": {}}, tmp_path / "other.ckpt")
+    with pytest.raises(ConfigError, match="not a seq2seq-attn checkpoint"):
+        load_model(tmp_path / "other.ckpt")
+    (tmp_path / "junk.ckpt").write_bytes(b"not a checkpoint at all")
+    with pytest.raises(ConfigError, match="cannot load"):
+        load_model(tmp_path / "junk.ckpt")
