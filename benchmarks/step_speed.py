@@ -32,8 +32,15 @@ def build(flow: str, attention: str, feed: bool):
     torch.manual_seed(0)
     # dot needs D == H: the decoder is 512 = 2 x 256, so every scorer fits this size
     return build_seq2seq(
-        V, V, attention=attention, flow=flow, emb_size=256, hidden_size=256, dec_hidden_size=512,
-        input_feed=feed, dropout=0.2,
+        V,
+        V,
+        attention=attention,
+        flow=flow,
+        emb_size=256,
+        hidden_size=256,
+        dec_hidden_size=512,
+        input_feed=feed,
+        dropout=0.2,
     )
 
 
@@ -90,28 +97,41 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     rows = variants()
     if args.quick:
-        rows = [("bahdanau", "additive", True), ("luong", "general", True), ("luong", "general", False),
-                ("none", "none", True)]
-    print(f"torch {torch.__version__}, {args.threads} thread(s); batch {B}, S=T={S}, emb 256, "
-          f"biGRU 256/dir, decoder 512, vocab {V}")
-    print(f"{'flow':<10}{'attention':<12}{'feed':<6}{'train steps/s':>14}{'tokens/s':>10}"
-          f"{'greedy sent/s':>15}{'beam5 sent/s':>14}")
+        rows = [
+            ("bahdanau", "additive", True),
+            ("luong", "general", True),
+            ("luong", "general", False),
+            ("none", "none", True),
+        ]
+    print(
+        f"torch {torch.__version__}, {args.threads} thread(s); batch {B}, S=T={S}, emb 256, "
+        f"biGRU 256/dir, decoder 512, vocab {V}"
+    )
+    print(
+        f"{'flow':<10}{'attention':<12}{'feed':<6}{'train steps/s':>14}{'tokens/s':>10}"
+        f"{'greedy sent/s':>15}{'beam5 sent/s':>14}"
+    )
     for flow, attention, feed in rows:
         model = build(flow, attention, feed)
         steps = time_training(model, args.steps)
         greedy = time_decoding(model, 1, 2)
         beam = time_decoding(model, 5, 1)
         feed_text = "-" if flow != "luong" else ("on" if feed else "off")
-        print(f"{flow:<10}{attention:<12}{feed_text:<6}{steps:>14.2f}{steps * B * T:>10.0f}{greedy:>15.1f}{beam:>14.1f}",
-              flush=True)
+        print(
+            f"{flow:<10}{attention:<12}{feed_text:<6}{steps:>14.2f}{steps * B * T:>10.0f}{greedy:>15.1f}{beam:>14.1f}",
+            flush=True,
+        )
     print("\nparallel Luong path (input feeding off) vs the same model run step by step:")
     for attention in ["general"] if args.quick else sorted(SCORERS):
         model = build("luong", attention, False)
         parallel = time_training(model, args.steps)
         model.decoder.parallel = False  # the generic loop over decoder.step, one target step at a time
         stepwise = time_training(model, args.steps)
-        print(f"  {attention:<12} parallel {parallel:6.2f} steps/s, step by step {stepwise:6.2f} steps/s: "
-              f"{parallel / stepwise:.2f}x", flush=True)
+        print(
+            f"  {attention:<12} parallel {parallel:6.2f} steps/s, step by step {stepwise:6.2f} steps/s: "
+            f"{parallel / stepwise:.2f}x",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

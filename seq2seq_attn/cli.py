@@ -9,9 +9,11 @@ and the tools around them::
 
     seq2seq-attn ablate experiments/ablations/toy_reverse.yaml [--out DIR] [--jobs N]
     seq2seq-attn report DIR
+    seq2seq-attn translate --ckpt RUN.ckpt [--beam K] < source.txt > output.txt
+    seq2seq-attn evaluate --ckpt RUN.ckpt --src FILE --ref FILE [--out results.json]
+    seq2seq-attn data fetch multi30k
 """
 
-import argparse
 import difflib
 import os
 import re
@@ -63,7 +65,8 @@ def condense_error(message: str, valid_keys: list[str]) -> str:
         hint = f"; did you mean {', '.join(close)}?" if close else "; run with --help for the valid keys"
         return f"unknown config key {bad!r}{hint}"
     reasons = [
-        line for line in lines
+        line
+        for line in lines
         if re.search(r"Expected a|Not of type|does not conform|not a valid|must be|Unable|not found", line)
         and "NoneType" not in line
     ]
@@ -82,7 +85,8 @@ def build_cli(args: Optional[list[str]] = None, run: bool = True):
     from pytorch_lightning.cli import LightningArgumentParser, LightningCLI
 
     from seq2seq_attn.data.datamodule import Seq2SeqDataModule
-    from seq2seq_attn.lit_module import Seq2SeqLitModule
+    from seq2seq_attn.inference import read_checkpoint_hparams
+    from seq2seq_attn.lit_module import ARCHITECTURE_KEYS, Seq2SeqLitModule
 
     class Parser(LightningArgumentParser):
         def __init__(self, *args, **kwargs) -> None:
@@ -98,6 +102,36 @@ def build_cli(args: Optional[list[str]] = None, run: bool = True):
         def add_arguments_to_parser(self, parser) -> None:
             parser.link_arguments("data.src_vocab_size", "model.src_vocab_size", apply_on="instantiate")
             parser.link_arguments("data.trg_vocab_size", "model.trg_vocab_size", apply_on="instantiate")
+
+        def parse_arguments(self, parser, args) -> None:
+            self.raw_args = (
+                [str(a) for a in (sys.argv[1:] if args is None else args)] if not isinstance(args, dict) else []
+            )
+            super().parse_arguments(parser, args)
+
+        def _parse_ckpt_path(self) -> None:
+            """Build the model the checkpoint holds: its architecture wins over the configs.
+
+            Lightning would replace every model setting with the checkpoint's; here only the
+            architecture is taken from it, so test-time settings (beam, buckets) stay the
+            user's, and an architecture flag on the command line that contradicts the
+            checkpoint is an error rather than silently ignored.
+            """
+            subcommand = self.config.get("subcommand")
+            ckpt = self.config[subcommand].get("ckpt_path") if subcommand else None
+            if not ckpt or not Path(ckpt).is_file():
+                return
+            saved = read_checkpoint_hparams(ckpt)
+            for key in ARCHITECTURE_KEYS:
+                if key not in saved or key.endswith("vocab_size"):
+                    continue
+                given = self.config[f"{subcommand}.model.{key}"]
+                if given != saved[key] and any(a.split("=")[0] == f"--model.{key}" for a in self.raw_args):
+                    raise ConfigError(
+                        f"checkpoint has {key}={saved[key]!r} but --model.{key} says {given!r}: drop the flag "
+                        "(the checkpoint's architecture is used) or train a new model"
+                    )
+                self.config[f"{subcommand}.model.{key}"] = saved[key]
 
         def before_instantiate_classes(self) -> None:
             ckpt = self.config.get(self.subcommand, {}).get("ckpt_path")
@@ -123,37 +157,9 @@ def build_cli(args: Optional[list[str]] = None, run: bool = True):
     )
 
 
-def ablate_command(argv: list[str]) -> None:
-    from seq2seq_attn.ablation.runner import ablate
-
-    parser = argparse.ArgumentParser(prog="seq2seq-attn ablate", description="Run a grid of experiments, resumably.")
-    parser.add_argument("grid", help="grid file, e.g. experiments/ablations/toy_reverse.yaml")
-    parser.add_argument("--out", help="output folder (default: runs/ablations/<grid name>)")
-    parser.add_argument("--jobs", type=int, default=0, help="cells run in parallel (default: cores, at most 8)")
-    parser.add_argument("--retry-failed", action="store_true", help="run cells that failed before again")
-    parser.add_argument("--dry-run", action="store_true", help="list the cells that would run, run nothing")
-    args = parser.parse_args(argv)
-    if args.jobs < 0:
-        raise ConfigError(f"--jobs must be >= 0, got {args.jobs}")
-    ablate(args.grid, args.out, args.jobs, args.retry_failed, args.dry_run)
-
-
-def report_command(argv: list[str]) -> None:
-    from seq2seq_attn.ablation.report import write_report
-
-    parser = argparse.ArgumentParser(prog="seq2seq-attn report", description="Redraw an ablation's report.")
-    parser.add_argument("dir", help="an ablation output folder holding results.csv")
-    parser.add_argument("--metric", default="exact_match", help="metric of the main table and plot")
-    args = parser.parse_args(argv)
-    if not (Path(args.dir) / "results.csv").is_file():
-        raise ConfigError(f"no results.csv in {args.dir}: pass the folder an ablation wrote (its --out)")
-    write_report(Path(args.dir), args.metric)
-
-
-TOOL_COMMANDS = {"ablate": ablate_command, "report": report_command}
-
-
 def main(argv: Optional[list[str]] = None) -> None:
+    from seq2seq_attn.commands import TOOL_COMMANDS
+
     _quiet()
     args = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -161,7 +167,9 @@ def main(argv: Optional[list[str]] = None) -> None:
             TOOL_COMMANDS[args[0]](args[1:])
             return
         if args[:1] in (["-h"], ["--help"]):
-            print("tools: seq2seq-attn ablate GRID.yaml | seq2seq-attn report DIR   (each with --help)\n")
+            print(
+                "tools: " + " | ".join(f"seq2seq-attn {name} ..." for name in TOOL_COMMANDS) + "   (each with --help)\n"
+            )
         build_cli(argv)
     except Exception as err:
         user_error = find_config_error(err)

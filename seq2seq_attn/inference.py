@@ -6,11 +6,12 @@ containers only, so a crafted file cannot run code when it is loaded.
 
 import pickle
 from pathlib import Path
-from typing import NamedTuple, Optional, Sequence, Union
+from typing import Callable, NamedTuple, Optional, Sequence, Union
 
 import torch
 
 from seq2seq_attn.data.collate import pad
+from seq2seq_attn.data.tokenizer import TextTokenizer
 from seq2seq_attn.data.vocab import BOS_ID, EOS_ID, PAD_ID, Vocab
 from seq2seq_attn.errors import ConfigError
 from seq2seq_attn.lit_module import Seq2SeqLitModule
@@ -22,8 +23,8 @@ class Translation(NamedTuple):
     weights: Optional[list[list[float]]]  # (len(tokens), len(source)) attention, None without attention
 
 
-def load_model(path: Union[str, Path], device: str = "cpu") -> Seq2SeqLitModule:
-    """The model of a checkpoint, with its vocabularies, in eval mode."""
+def read_checkpoint(path: Union[str, Path], device: str = "cpu") -> dict:
+    """A checkpoint's contents, loaded without running any code it may hold."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"checkpoint not found: {path}: pass RUN_DIR/checkpoints/best.ckpt of a finished run")
@@ -34,14 +35,41 @@ def load_model(path: Union[str, Path], device: str = "cpu") -> Seq2SeqLitModule:
         raise ConfigError(
             f"cannot load {path} safely: {first[:160]}: it is not an intact seq2seq-attn checkpoint"
         ) from err
-    if "hyper_parameters" not in checkpoint or "vocab" not in checkpoint:
+    if not isinstance(checkpoint, dict) or "hyper_parameters" not in checkpoint or "vocab" not in checkpoint:
         raise ConfigError(f"{path} is not a seq2seq-attn checkpoint (no hyperparameters or vocabulary in it)")
+    return checkpoint
+
+
+def read_checkpoint_hparams(path: Union[str, Path]) -> dict:
+    return dict(read_checkpoint(path)["hyper_parameters"])
+
+
+def load_model(path: Union[str, Path], device: str = "cpu") -> Seq2SeqLitModule:
+    """The model of a checkpoint, with its vocabularies, in eval mode."""
+    checkpoint = read_checkpoint(path, device)
     hparams = {k: v for k, v in checkpoint["hyper_parameters"].items() if not k.startswith("_")}
     module = Seq2SeqLitModule(**hparams)
     module.load_state_dict(checkpoint["state_dict"])
     module.src_vocab = Vocab(checkpoint["vocab"]["src"])
     module.trg_vocab = Vocab(checkpoint["vocab"]["trg"])
+    module.tokenizers = checkpoint.get("tokenizers")
     return module.to(device).eval()
+
+
+class TextCodec(NamedTuple):
+    """How a model's text is split into tokens and joined back."""
+
+    tokenize: Callable[[str], list[str]]
+    detokenize: Callable[[list[str]], str]
+
+
+def text_codec(module: Seq2SeqLitModule) -> TextCodec:
+    """The checkpoint's tokenizers; whitespace for models trained on toy tasks."""
+    if not module.tokenizers:
+        return TextCodec(str.split, " ".join)
+    src = TextTokenizer.from_json(module.tokenizers["src"])
+    trg = TextTokenizer.from_json(module.tokenizers["trg"])
+    return TextCodec(src.tokenize, trg.detokenize)
 
 
 @torch.no_grad()

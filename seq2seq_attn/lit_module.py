@@ -20,9 +20,12 @@ from seq2seq_attn.metrics import (
     concat_records,
     exact_match,
     format_table,
+    sacrebleu_signature,
     summarize,
     summarize_buckets,
     teacher_forced_records,
+    text_scores,
+    text_scores_by_bucket,
 )
 from seq2seq_attn.modules import build_seq2seq
 from seq2seq_attn.results import write_json, write_test_results
@@ -30,8 +33,18 @@ from seq2seq_attn.search import Hypotheses, search
 
 # hyperparameters that change the network's shape: a checkpoint must match them
 ARCHITECTURE_KEYS = (
-    "src_vocab_size", "trg_vocab_size", "attention", "flow", "input_feed", "cell", "emb_size",
-    "hidden_size", "dec_hidden_size", "num_layers", "bidirectional", "attn_size",
+    "src_vocab_size",
+    "trg_vocab_size",
+    "attention",
+    "flow",
+    "input_feed",
+    "cell",
+    "emb_size",
+    "hidden_size",
+    "dec_hidden_size",
+    "num_layers",
+    "bidirectional",
+    "attn_size",
 )
 
 
@@ -88,8 +101,20 @@ class Seq2SeqLitModule(pl.LightningModule):
             raise ConfigError(f"test_buckets must be increasing edges, got {list(test_buckets)}")
         self.save_hyperparameters()
         self.model = build_seq2seq(
-            src_vocab_size, trg_vocab_size, attention, flow, cell, emb_size, hidden_size,
-            dec_hidden_size, num_layers, bidirectional, dropout, input_feed, attn_size, PAD_ID,
+            src_vocab_size,
+            trg_vocab_size,
+            attention,
+            flow,
+            cell,
+            emb_size,
+            hidden_size,
+            dec_hidden_size,
+            num_layers,
+            bidirectional,
+            dropout,
+            input_feed,
+            attn_size,
+            PAD_ID,
         )
         self.src_vocab: Optional[Vocab] = None
         self.trg_vocab: Optional[Vocab] = None
@@ -97,16 +122,22 @@ class Seq2SeqLitModule(pl.LightningModule):
         self._decoded = 0
         self._predictions: list[tuple[int, str]] = []
         self._attention_maps: list[dict] = []
+        self._hyps: list[tuple[int, list[int]]] = []
+        self.tokenizers: Optional[dict[str, str]] = None  # JSON of the text tokenizers, if any
 
     # -- vocabulary travels with the checkpoint ---------------------------------
     def setup(self, stage: str) -> None:
         datamodule = getattr(self.trainer, "datamodule", None)
         if datamodule is not None and hasattr(datamodule, "src_vocab"):
             self.src_vocab, self.trg_vocab = datamodule.src_vocab, datamodule.trg_vocab
+        if datamodule is not None and hasattr(datamodule, "tokenizer_json"):
+            self.tokenizers = datamodule.tokenizer_json()
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         if self.src_vocab is not None:
             checkpoint["vocab"] = {"src": self.src_vocab.itos, "trg": self.trg_vocab.itos}
+        if self.tokenizers:
+            checkpoint["tokenizers"] = self.tokenizers
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         saved = checkpoint.get("hyper_parameters", {})
@@ -120,16 +151,18 @@ class Seq2SeqLitModule(pl.LightningModule):
             src, trg = Vocab(checkpoint["vocab"]["src"]), Vocab(checkpoint["vocab"]["trg"])
             if self.src_vocab is not None and (src != self.src_vocab or trg != self.trg_vocab):
                 raise ConfigError(
-                    "checkpoint vocabulary differs from the data's: use the data config the "
-                    "model was trained with"
+                    "checkpoint vocabulary differs from the data's: use the data config the model was trained with"
                 )
             self.src_vocab, self.trg_vocab = src, trg
+        self.tokenizers = self.tokenizers or checkpoint.get("tokenizers")
 
     # -- training ---------------------------------------------------------------
     def _teacher_forced(self, batch: Batch):
         out = self.model(batch.src, batch.src_lengths, batch.trg_in)  # logits (B, T, V)
         loss = F.cross_entropy(
-            out.logits.transpose(1, 2), batch.trg_out, ignore_index=PAD_ID,
+            out.logits.transpose(1, 2),
+            batch.trg_out,
+            ignore_index=PAD_ID,
             label_smoothing=self.hparams.label_smoothing,
         )
         return out, loss
@@ -147,42 +180,66 @@ class Seq2SeqLitModule(pl.LightningModule):
     def decode(self, batch: Batch, beam_size: int = 1) -> Hypotheses:
         hp = self.hparams
         return search(
-            self.model, batch.src, batch.src_lengths, BOS_ID, EOS_ID, PAD_ID, beam_size,
-            hp.alpha, hp.max_len_a, hp.max_len_b,
+            self.model,
+            batch.src,
+            batch.src_lengths,
+            BOS_ID,
+            EOS_ID,
+            PAD_ID,
+            beam_size,
+            hp.alpha,
+            hp.max_len_a,
+            hp.max_len_b,
         )
 
     def _evaluate(self, batch: Batch, decode: bool, beam_size: int) -> None:
         out, _ = self._teacher_forced(batch)
-        rec = teacher_forced_records(
-            out.logits, batch.trg_out, batch.src_lengths, PAD_ID, out.weights, batch.alignment
-        )
+        rec = teacher_forced_records(out.logits, batch.trg_out, batch.src_lengths, PAD_ID, out.weights, batch.alignment)
         rec["index"] = batch.index.float()
+        datamodule = getattr(self.trainer, "datamodule", None)
+        if hasattr(datamodule, "source_length"):  # real text: buckets count source words
+            split = "test" if self.trainer.testing else "val"
+            rec["src_len"] = torch.tensor([float(datamodule.source_length(split, i)) for i in batch.index.tolist()])
         if decode:
             hyp = self.decode(batch, beam_size)
+            outputs = hyp.to_lists()
+            self._hyps.extend(zip(batch.index.tolist(), outputs))
             refs = [row[row != PAD_ID][:-1].tolist() for row in batch.trg_out]  # drop EOS
-            rec["exact"] = exact_match(hyp.to_lists(), refs)
+            rec["exact"] = exact_match(outputs, refs)
             self._decoded += len(batch)
             if self.trainer.testing:
-                self._keep_attention_maps(batch, hyp)
+                self._keep_attention_maps(batch, hyp, outputs)
         self._records.append(rec)
 
-    def _keep_attention_maps(self, batch: Batch, hyp: Hypotheses) -> None:
+    def _keep_attention_maps(self, batch: Batch, hyp: Hypotheses, outputs: list[list[int]]) -> None:
         """Attention of the first ``attention_examples`` test examples, as plain lists."""
         wanted = (batch.index < self.hparams.attention_examples).nonzero().flatten().tolist()
-        lists = hyp.to_lists() if wanted else []
         for row in wanted:
-            tokens, n_src = lists[row], int(batch.src_lengths[row])
+            tokens, n_src = outputs[row], int(batch.src_lengths[row])
             src = batch.src[row, :n_src].tolist()
             weights = None if hyp.weights is None else hyp.weights[row, : len(tokens), :n_src].tolist()
-            self._attention_maps.append({
-                "index": int(batch.index[row]),
-                "src": self.src_vocab.decode(src) if self.src_vocab else src,
-                "hyp": self.trg_vocab.decode(tokens) if self.trg_vocab else tokens,
-                "weights": weights,
-            })
+            self._attention_maps.append(
+                {
+                    "index": int(batch.index[row]),
+                    "src": self.src_vocab.decode(src) if self.src_vocab else src,
+                    "hyp": self.trg_vocab.decode(tokens) if self.trg_vocab else tokens,
+                    "weights": weights,
+                }
+            )
+
+    def _text_metrics(self, split: str, edges) -> tuple[dict, dict]:
+        """BLEU/chrF of the decoded hypotheses, overall and per bucket (real text only)."""
+        datamodule = getattr(self.trainer, "datamodule", None)
+        if not self._hyps or not hasattr(datamodule, "reference"):
+            return {}, {}
+        order = sorted(self._hyps)
+        hyps = [datamodule.detokenize(self.trg_vocab.decode(ids)) for _, ids in order]
+        refs = [datamodule.reference(split, i) for i, _ in order]
+        lengths = [datamodule.source_length(split, i) for i, _ in order]
+        return text_scores(hyps, refs), text_scores_by_bucket(hyps, refs, lengths, edges)
 
     def on_validation_epoch_start(self) -> None:
-        self._records, self._decoded = [], 0
+        self._records, self._decoded, self._hyps = [], 0, []
 
     def validation_step(self, batch: Batch, batch_idx: int) -> None:
         self._evaluate(batch, self._decoded < self.hparams.val_decode_limit, beam_size=1)
@@ -192,14 +249,15 @@ class Seq2SeqLitModule(pl.LightningModule):
         metrics = summarize(concat_records(self._records))
         if decoded:
             metrics["exact_match"] = summarize(concat_records(decoded))["exact_match"]
-        for name in ("loss", "ppl", "token_acc", "exact_match", "align_acc", "attn_entropy"):
+        metrics.update(self._text_metrics("val", self.hparams.test_buckets)[0])
+        for name in ("loss", "ppl", "token_acc", "exact_match", "bleu", "chrf", "align_acc", "attn_entropy"):
             if name in metrics:
-                self.log(f"val/{name}", metrics[name], prog_bar=name in ("loss", "exact_match"))
+                self.log(f"val/{name}", metrics[name], prog_bar=name in ("loss", "exact_match", "bleu"))
         self._records = []
 
     # -- testing: overall and per source-length bucket ---------------------------
     def on_test_epoch_start(self) -> None:
-        self._records, self._decoded, self._attention_maps = [], 0, []
+        self._records, self._decoded, self._attention_maps, self._hyps = [], 0, [], []
 
     def test_step(self, batch: Batch, batch_idx: int) -> None:
         self._evaluate(batch, decode=True, beam_size=self.hparams.beam_size)
@@ -208,6 +266,10 @@ class Seq2SeqLitModule(pl.LightningModule):
         rec = concat_records(self._records)
         overall = summarize(rec)
         buckets = summarize_buckets(rec, self.hparams.test_buckets)
+        text_overall, text_buckets = self._text_metrics("test", self.hparams.test_buckets)
+        overall.update(text_overall)
+        for row in buckets:
+            row.update(text_buckets.get(row["bucket"], {}))
         for name, value in overall.items():
             if name != "count":
                 self.log(f"test/{name}", value)
@@ -216,10 +278,12 @@ class Seq2SeqLitModule(pl.LightningModule):
             meta = {k: self.hparams[k] for k in ARCHITECTURE_KEYS if k in self.hparams}
             meta.update(beam_size=self.hparams.beam_size, alpha=self.hparams.alpha)
             meta["train_max_length"] = getattr(self.trainer.datamodule, "train_max_length", None)
+            if text_overall:
+                meta["sacrebleu"] = sacrebleu_signature()
             path = write_test_results(self.results_dir(), overall, buckets, meta)
             maps = sorted(self._attention_maps, key=lambda m: m["index"])
             write_json(self.results_dir() / "test_attention.json", maps)
-            columns = [c for c in ("exact_match", "token_acc", "loss", "align_acc") if c in overall]
+            columns = [c for c in ("bleu", "chrf", "exact_match", "token_acc", "loss", "align_acc") if c in overall]
             print(f"\nTest results per source length (written to {path}):")
             print(format_table([{"bucket": "all", **overall}, *buckets], columns))
         self._records = []

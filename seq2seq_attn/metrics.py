@@ -122,3 +122,42 @@ def format_table(rows: list[dict], columns: Sequence[str]) -> str:
         cells += [f"{row[c]:.4f}" if c in row else "-" for c in columns]
         lines.append(" ".join(f"{c:>12}" for c in cells))
     return "\n".join(lines)
+
+
+def text_scores(hyps: Sequence[str], refs: Sequence[str]) -> dict[str, float]:
+    """Corpus BLEU and chrF (sacreBLEU defaults) of detokenised text."""
+    from sacrebleu.metrics import BLEU, CHRF
+
+    if not hyps:
+        return {}
+    return {
+        "bleu": BLEU().corpus_score(list(hyps), [list(refs)]).score,
+        "chrf": CHRF().corpus_score(list(hyps), [list(refs)]).score,
+    }
+
+
+def sacrebleu_signature() -> str:
+    from sacrebleu.metrics import BLEU, CHRF
+
+    signatures = []
+    for name, metric in (("BLEU", BLEU()), ("chrF", CHRF())):
+        metric.corpus_score(["x"], [["x"]])  # the signature (e.g. nrefs) is known after a first score
+        signatures.append(f"{name} {metric.get_signature()}")
+    return " | ".join(signatures)
+
+
+def text_scores_by_bucket(
+    hyps: Sequence[str], refs: Sequence[str], src_lengths: Sequence[int], edges: Sequence[int]
+) -> dict[str, dict[str, float]]:
+    """Count, BLEU and chrF per non-empty source-length bucket (labels as :func:`bucket_labels`)."""
+    index = bucket_index(torch.tensor(list(src_lengths), dtype=torch.float), edges).tolist()
+    labels = bucket_labels(edges)
+    out = {}
+    for i, label in enumerate(labels):
+        members = [j for j, b in enumerate(index) if b == i]
+        if members:
+            out[label] = {
+                "count": float(len(members)),
+                **text_scores([hyps[j] for j in members], [refs[j] for j in members]),
+            }
+    return out

@@ -13,8 +13,8 @@ def draw_heatmap(
 ) -> None:
     """Attention weights ``(len(out), len(src))`` on a matplotlib axis; rows are outputs."""
     ax.set_title(title, fontsize=8)
-    if weights is None:
-        ax.text(0.5, 0.5, "no attention", ha="center", va="center", fontsize=8)
+    if weights is None or len(weights) == 0:
+        ax.text(0.5, 0.5, "no attention" if weights is None else "empty output", ha="center", va="center", fontsize=8)
         ax.set_xticks([])
         ax.set_yticks([])
         return

@@ -175,6 +175,4 @@ def search(
     """Greedy search for ``beam_size == 1``, beam search otherwise."""
     if beam_size == 1:
         return greedy_search(model, src, src_lengths, bos_id, eos_id, pad_id, max_len_a, max_len_b)
-    return beam_search(
-        model, src, src_lengths, bos_id, eos_id, pad_id, beam_size, alpha, max_len_a, max_len_b
-    )
+    return beam_search(model, src, src_lengths, bos_id, eos_id, pad_id, beam_size, alpha, max_len_a, max_len_b)

@@ -1,6 +1,7 @@
 """Shared fixtures: tiny seeded tensors and models, one thread, no W&B."""
 
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -8,16 +9,14 @@ import torch
 from seq2seq_attn.modules import DECODERS, SCORERS, build_seq2seq
 
 os.environ.setdefault("WANDB_MODE", "disabled")
+# the shared corpora beside the repository (CI sets the same); never copied into the repo
+os.environ.setdefault("S2S_DATA_ROOT", str(Path(__file__).resolve().parents[2] / "shared" / "data"))
 torch.set_num_threads(1)
 
 # every valid (flow, attention) pair: each scorer in each attentional flow, plus the baseline
-FLOW_ATTENTION = [(f, a) for f in sorted(DECODERS) if f != "none" for a in sorted(SCORERS)] + [
-    ("none", "none")
-]
+FLOW_ATTENTION = [(f, a) for f in sorted(DECODERS) if f != "none" for a in sorted(SCORERS)] + [("none", "none")]
 # the same, with luong also without input feeding: (flow, attention, input_feed)
-VARIANTS = [(f, a, True) for f, a in FLOW_ATTENTION] + [
-    ("luong", a, False) for a in sorted(SCORERS)
-]
+VARIANTS = [(f, a, True) for f, a in FLOW_ATTENTION] + [("luong", a, False) for a in sorted(SCORERS)]
 CELLS = ["gru", "lstm"]
 V_SRC, V_TRG = 13, 11
 
@@ -38,7 +37,14 @@ def src_batch():
 
 def tiny_model(flow, attention, cell, input_feed=True, layers=2, dtype=torch.float32):
     model = build_seq2seq(
-        V_SRC, V_TRG, attention=attention, flow=flow, cell=cell, emb_size=6, hidden_size=4,
-        num_layers=layers, input_feed=input_feed,
+        V_SRC,
+        V_TRG,
+        attention=attention,
+        flow=flow,
+        cell=cell,
+        emb_size=6,
+        hidden_size=4,
+        num_layers=layers,
+        input_feed=input_feed,
     )
     return model.to(dtype).eval()

@@ -40,15 +40,23 @@ def cell_names(out):
 
 
 def test_grid_skips_invalid_and_duplicate_cells(tmp_path):
-    grid = Grid.load(write_grid(tmp_path, {
-        "model.attention": ["none", "dot"], "model.flow": ["none", "bahdanau", "luong"],
-        "model.input_feed": [True, False],
-    }))
+    grid = Grid.load(
+        write_grid(
+            tmp_path,
+            {
+                "model.attention": ["none", "dot"],
+                "model.flow": ["none", "bahdanau", "luong"],
+                "model.input_feed": [True, False],
+            },
+        )
+    )
     cells, skipped = grid.cells()
     names = [c.name for c in cells]
     assert names == [
-        "attention=none__flow=none", "attention=dot__flow=bahdanau",
-        "attention=dot__flow=luong__input_feed=true", "attention=dot__flow=luong__input_feed=false",
+        "attention=none__flow=none",
+        "attention=dot__flow=bahdanau",
+        "attention=dot__flow=luong__input_feed=true",
+        "attention=dot__flow=luong__input_feed=false",
     ]
     reasons = " ".join(reason for _, reason in skipped)
     assert "takes no scorer" in reasons and "bottleneck baseline" in reasons and "only matters" in reasons
@@ -127,3 +135,11 @@ def test_alignment_accuracy_rewards_gold_attention():
     wrong = summarize(teacher_forced_records(logits, trg_out, lengths, 0, shuffled, gold))
     assert perfect["align_acc"] == 1.0 and wrong["align_acc"] < 1.0
     assert perfect["attn_entropy"] == pytest.approx(torch.log(torch.tensor(4.0)).item() / 5, rel=1e-5)
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "experiments" / "ablations").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_shipped_grid_loads_and_expands(path):
+    grid = Grid.load(path)
+    cells, skipped = grid.cells()
+    assert cells and all(c.is_file() for c in grid.configs)
+    assert any(dict(c.overrides).get("model.attention") == "none" for c in cells)  # the baseline is in every grid

@@ -16,42 +16,96 @@ RUN_CONFIGS = sorted(p for p in (ROOT / "experiments").rglob("*.yaml") if "ablat
 
 def quiet(tmp_path):
     return [
-        "--trainer.logger", "false", "--trainer.enable_progress_bar", "false",
-        "--trainer.default_root_dir", str(tmp_path),
+        "--trainer.logger",
+        "false",
+        "--trainer.enable_progress_bar",
+        "false",
+        "--trainer.default_root_dir",
+        str(tmp_path),
     ]
 
 
 @pytest.mark.parametrize("config", RUN_CONFIGS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_experiment_config_instantiates(config, tmp_path):
-    configs = ["--config", BASE] + ([] if str(config) == BASE else ["--config", str(config)])
+    folder_base = config.parent / "base.yaml"
+    chain = [Path(BASE), *([folder_base] if folder_base.is_file() and config.parent != Path(BASE).parent else [])]
+    chain += [config] if config not in chain else []
+    configs = [arg for c in chain for arg in ("--config", str(c))]
+    if "ParallelDataModule" in "".join(c.read_text() for c in chain):
+        configs += ["--data.init_args.max_train", "300", "--data.init_args.max_eval", "20"]
     cli = build_cli([*configs, *quiet(tmp_path)], run=False)
     assert cli.model.model.decoder.flow == cli.config.model.flow
     assert cli.model.hparams.src_vocab_size == cli.datamodule.src_vocab_size
 
 
 @pytest.mark.parametrize(
-    "flow,attention,feed", [("bahdanau", "additive", "true"), ("luong", "general", "false"),
-                            ("luong", "concat", "true"), ("none", "none", "true")]
+    "flow,attention,feed",
+    [
+        ("bahdanau", "additive", "true"),
+        ("luong", "general", "false"),
+        ("luong", "concat", "true"),
+        ("none", "none", "true"),
+    ],
 )
 def test_fast_dev_run_each_flow(flow, attention, feed, tmp_path):
-    main([
-        "fit", "--config", BASE, "--config", REVERSE, *quiet(tmp_path), "--trainer.fast_dev_run", "2",
-        "--model.flow", flow, "--model.attention", attention, "--model.input_feed", feed,
-        "--model.cell", "lstm",
-    ])
+    main(
+        [
+            "fit",
+            "--config",
+            BASE,
+            "--config",
+            REVERSE,
+            *quiet(tmp_path),
+            "--trainer.fast_dev_run",
+            "2",
+            "--model.flow",
+            flow,
+            "--model.attention",
+            attention,
+            "--model.input_feed",
+            feed,
+            "--model.cell",
+            "lstm",
+        ]
+    )
 
 
 def test_short_training_reaches_exact_match_and_writes_buckets(tmp_path, capsys):
     overrides = [
-        "--trainer.logger", "false", "--trainer.enable_progress_bar", "false", "--trainer.max_epochs", "6",
-        "--trainer.default_root_dir", str(tmp_path), "--data.init_args.test_lengths", "[5, 15]",
-        "--data.init_args.test_size", "400", "--model.test_buckets", "[8, 12]",
+        "--trainer.logger",
+        "false",
+        "--trainer.enable_progress_bar",
+        "false",
+        "--trainer.max_epochs",
+        "6",
+        "--trainer.default_root_dir",
+        str(tmp_path),
+        "--data.init_args.test_lengths",
+        "[5, 15]",
+        "--data.init_args.test_size",
+        "400",
+        "--model.test_buckets",
+        "[8, 12]",
     ]
     main(["fit", "--config", BASE, "--config", REVERSE, *overrides])
     ckpt_dir = tmp_path / "checkpoints"
     assert {p.name for p in ckpt_dir.iterdir()} == {"best.ckpt", "last.ckpt"}
-    main(["test", "--config", BASE, "--config", REVERSE, *overrides, "--ckpt_path", str(ckpt_dir / "best.ckpt")])
+    main(
+        [
+            "test",
+            "--config",
+            BASE,
+            "--config",
+            REVERSE,
+            *overrides,
+            "--model.beam_size",
+            "2",
+            "--ckpt_path",
+            str(ckpt_dir / "best.ckpt"),
+        ]
+    )
     results = json.loads((tmp_path / "test_results.json").read_text())
+    assert results["meta"]["beam_size"] == 2  # test-time settings stay the user's
     assert results["overall"]["exact_match"] >= 0.9, results["overall"]
     assert [b["bucket"] for b in results["buckets"]] == ["1-8", "9-12", "13+"]
     assert sum(b["count"] for b in results["buckets"]) == 400
@@ -59,6 +113,22 @@ def test_short_training_reaches_exact_match_and_writes_buckets(tmp_path, capsys)
         rows = list(csv.DictReader(handle))
     assert {r["bucket"] for r in rows} == {"all", "1-8", "9-12", "13+"}
     assert "Test results per source length" in capsys.readouterr().out
+    with pytest.raises(SystemExit):  # the checkpoint was trained with another scorer
+        main(
+            [
+                "test",
+                "--config",
+                BASE,
+                "--config",
+                REVERSE,
+                *overrides,
+                "--model.attention",
+                "dot",
+                "--ckpt_path",
+                str(ckpt_dir / "best.ckpt"),
+            ]
+        )
+    assert "checkpoint has attention='additive' but --model.attention says 'dot'" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

@@ -14,10 +14,14 @@ from seq2seq_attn.lit_module import Seq2SeqLitModule
 def save_checkpoint(path, **hparams):
     module = Seq2SeqLitModule(src_vocab_size=14, trg_vocab_size=14, emb_size=8, hidden_size=8, **hparams)
     vocab = toy_vocab(10)
-    torch.save({
-        "state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams),
-        "vocab": {"src": vocab.itos, "trg": vocab.itos},
-    }, path)
+    torch.save(
+        {
+            "state_dict": module.state_dict(),
+            "hyper_parameters": dict(module.hparams),
+            "vocab": {"src": vocab.itos, "trg": vocab.itos},
+        },
+        path,
+    )
     return module
 
 

@@ -18,7 +18,12 @@ def test_overfit_four_reverse_pairs(flow, attention, input_feed):
     examples = make_examples("reverse", vocab, 4, 7, 4, seed=3)
     batch = collate([(i, ex.src, ex.trg, ex.alignment) for i, ex in enumerate(examples)])
     model = build_seq2seq(
-        len(vocab), len(vocab), attention=attention, flow=flow, emb_size=16, hidden_size=16,
+        len(vocab),
+        len(vocab),
+        attention=attention,
+        flow=flow,
+        emb_size=16,
+        hidden_size=16,
         input_feed=input_feed,
     )
     optimiser = torch.optim.Adam(model.parameters(), lr=0.02)

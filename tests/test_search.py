@@ -23,9 +23,7 @@ def test_batched_greedy_equals_one_at_a_time(flow, attention, cell, input_feed, 
         assert (batched.tokens[i, steps:] == 0).all()
         torch.testing.assert_close(batched.scores[i], single.scores[0], atol=1e-4, rtol=0)
         if attention != "none":
-            torch.testing.assert_close(
-                batched.weights[i, :steps, :n], single.weights[0], atol=1e-5, rtol=0
-            )
+            torch.testing.assert_close(batched.weights[i, :steps, :n], single.weights[0], atol=1e-5, rtol=0)
 
 
 @pytest.mark.parametrize("cell", CELLS)

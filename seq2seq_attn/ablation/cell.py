@@ -33,7 +33,8 @@ def run(cell_dir: Path, args: list[str]) -> dict:
     from seq2seq_attn.cli import build_cli
 
     torch.set_num_threads(max(1, torch.get_num_threads()))
-    cli = build_cli([*args, "--trainer.default_root_dir", str(cell_dir), *logger_args(cell_dir)], run=False)
+    overrides = ["--trainer.default_root_dir", str(cell_dir), "--trainer.enable_progress_bar", "false"]
+    cli = build_cli([*args, *overrides, *logger_args(cell_dir)], run=False)
     start = time.time()
     cli.trainer.fit(cli.model, datamodule=cli.datamodule)
     fit_seconds = time.time() - start

@@ -63,11 +63,15 @@ class Grid:
     def load(cls, path: str | Path) -> "Grid":
         path = Path(path)
         if not path.is_file():
-            raise ConfigError(f"grid file not found: {path}: pass a file such as experiments/ablations/toy_reverse.yaml")
+            raise ConfigError(
+                f"grid file not found: {path}: pass a file such as experiments/ablations/toy_reverse.yaml"
+            )
         spec = yaml.safe_load(path.read_text()) or {}
         unknown = set(spec) - {"name", "configs", "grid", "fixed", "metric"}
         if unknown:
-            raise ConfigError(f"unknown key(s) {sorted(unknown)} in grid {path}: use name, configs, grid, fixed, metric")
+            raise ConfigError(
+                f"unknown key(s) {sorted(unknown)} in grid {path}: use name, configs, grid, fixed, metric"
+            )
         if not isinstance(spec.get("grid"), dict) or not spec["grid"]:
             raise ConfigError(f"grid {path} has no 'grid:' mapping of dotted keys to lists of values")
         for key, values in spec["grid"].items():
@@ -78,8 +82,12 @@ class Grid:
         if missing:
             raise ConfigError(f"config(s) named in grid {path} not found: {missing}")
         return cls(
-            name=spec.get("name", path.stem), configs=configs, grid=spec["grid"],
-            fixed=spec.get("fixed") or {}, metric=spec.get("metric", "exact_match"), path=path,
+            name=spec.get("name", path.stem),
+            configs=configs,
+            grid=spec["grid"],
+            fixed=spec.get("fixed") or {},
+            metric=spec.get("metric", "exact_match"),
+            path=path,
         )
 
     def base_values(self) -> dict[str, Any]:

@@ -16,8 +16,14 @@ from seq2seq_attn.plots import draw_heatmap
 from seq2seq_attn.results import write_atomic, write_csv
 
 FIXED_COLUMNS = ["cell", "bucket", "lo", "hi", "extrapolation", "metric", "value", "count"]
-METRIC_NAMES = {"exact_match": "exact match", "align_acc": "alignment accuracy", "bleu": "BLEU",
-                "attn_entropy": "attention entropy", "token_acc": "token accuracy", "chrf": "chrF"}
+METRIC_NAMES = {
+    "exact_match": "exact match",
+    "align_acc": "alignment accuracy",
+    "bleu": "BLEU",
+    "attn_entropy": "attention entropy",
+    "token_acc": "token accuracy",
+    "chrf": "chrF",
+}
 
 
 def _bounds(label: str) -> tuple[Optional[int], Optional[int]]:
@@ -41,9 +47,19 @@ def cell_rows(folder: Path) -> list[dict]:
         for metric, value in bucket.items():
             if metric in ("bucket", "count"):
                 continue
-            rows.append({"cell": folder.name, **config, "bucket": bucket["bucket"], "lo": lo, "hi": hi,
-                         "extrapolation": extrapolation, "metric": metric, "value": value,
-                         "count": int(bucket["count"])})
+            rows.append(
+                {
+                    "cell": folder.name,
+                    **config,
+                    "bucket": bucket["bucket"],
+                    "lo": lo,
+                    "hi": hi,
+                    "extrapolation": extrapolation,
+                    "metric": metric,
+                    "value": value,
+                    "count": int(bucket["count"]),
+                }
+            )
     return rows
 
 

@@ -67,9 +67,9 @@ def run_cells(out: Path, grid: Grid, todo: list[Cell], jobs: int) -> None:
         while pending or running:
             while pending and len(running) < jobs:
                 cell = pending.pop(0)
-                running[cell] = (_launch(out, cell, grid, threads), time.time())
+                running[cell] = _launch(out, cell, grid, threads)
             time.sleep(0.2)
-            for cell, (process, started) in list(running.items()):
+            for cell, process in list(running.items()):
                 if process.poll() is None:
                     continue
                 del running[cell]
@@ -77,9 +77,9 @@ def run_cells(out: Path, grid: Grid, todo: list[Cell], jobs: int) -> None:
                 print(f"[{finished}/{len(todo)}] {cell.name}: {_describe(out, cell, grid.metric)}", flush=True)
                 write_results_csv(out)
     except KeyboardInterrupt:
-        for process, _ in running.values():
+        for process in running.values():
             process.terminate()
-        for process, _ in running.values():
+        for process in running.values():
             process.wait()
         write_results_csv(out)
         print("interrupted: finished cells are kept; run the same command again to finish the rest", flush=True)

@@ -68,9 +68,7 @@ class Seq2SeqDataModule(pl.LightningDataModule):
         sampler = BucketBatchSampler(
             dataset.src_lengths, self.batch_size, self.max_tokens, shuffle=shuffle, seed=self.seed
         )
-        return DataLoader(
-            dataset, batch_sampler=sampler, collate_fn=collate, num_workers=self.num_workers
-        )
+        return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate, num_workers=self.num_workers)
 
     def train_dataloader(self) -> DataLoader:
         return self.loader("train", shuffle=True)

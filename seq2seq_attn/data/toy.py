@@ -50,9 +50,7 @@ def toy_vocab(num_symbols: int) -> Vocab:
     return Vocab(symbol_names(num_symbols))
 
 
-def make_examples(
-    task: str, vocab: Vocab, min_len: int, max_len: int, size: int, seed: int
-) -> list[Example]:
+def make_examples(task: str, vocab: Vocab, min_len: int, max_len: int, size: int, seed: int) -> list[Example]:
     """``size`` examples with lengths uniform in ``[min_len, max_len]``."""
     if task not in TASKS:
         raise ConfigError(f"unknown toy task {task!r}: choose one of {sorted(TASKS)}")

@@ -8,7 +8,20 @@ from seq2seq_attn.modules.scorers import SCORERS, Scorer, build_scorer, register
 from seq2seq_attn.modules.seq2seq import Seq2Seq, build_seq2seq
 
 __all__ = [
-    "Attention", "Memory", "NoAttention", "build_attention", "DECODERS", "DecoderState",
-    "RNNDecoder", "build_decoder", "RNNEncoder", "CELLS", "SCORERS", "Scorer", "build_scorer",
-    "register_scorer", "Seq2Seq", "build_seq2seq",
+    "Attention",
+    "Memory",
+    "NoAttention",
+    "build_attention",
+    "DECODERS",
+    "DecoderState",
+    "RNNDecoder",
+    "build_decoder",
+    "RNNEncoder",
+    "CELLS",
+    "SCORERS",
+    "Scorer",
+    "build_scorer",
+    "register_scorer",
+    "Seq2Seq",
+    "build_seq2seq",
 ]

@@ -69,9 +69,7 @@ class NoAttention(nn.Module):
         return context, None
 
 
-def build_attention(
-    name: str, query_size: int, key_size: int, attn_size: Optional[int] = None
-) -> nn.Module:
+def build_attention(name: str, query_size: int, key_size: int, attn_size: Optional[int] = None) -> nn.Module:
     """``"none"`` gives :class:`NoAttention`; any other name a scorer from the registry."""
     if name == "none":
         return NoAttention()

@@ -53,9 +53,7 @@ class RNNDecoder(nn.Module):
     flow = "base"
     parallel = False
 
-    def __init__(
-        self, cell: str, sizes: DecoderSizes, attention: nn.Module, dropout: float = 0.0
-    ) -> None:
+    def __init__(self, cell: str, sizes: DecoderSizes, attention: nn.Module, dropout: float = 0.0) -> None:
         super().__init__()
         self.sizes = sizes
         self.embedding = nn.Embedding(sizes.vocab, sizes.emb)
@@ -86,9 +84,7 @@ class RNNDecoder(nn.Module):
         """Args: features ``(B, T, F)``. Returns ``(B, T, V)``."""
         return self.output(self.dropout(features))
 
-    def forward(
-        self, trg_in: Tensor, state: DecoderState, memory: Memory
-    ) -> tuple[Tensor, Optional[Tensor]]:
+    def forward(self, trg_in: Tensor, state: DecoderState, memory: Memory) -> tuple[Tensor, Optional[Tensor]]:
         """Teacher forcing. Args: trg_in ``(B, T)`` starting with BOS.
 
         Returns: logits ``(B, T, V)`` and weights ``(B, T, S)`` (None without attention).

@@ -31,9 +31,7 @@ def register_scorer(name: str) -> Callable[[type["Scorer"]], type["Scorer"]]:
     return add
 
 
-def build_scorer(
-    name: str, query_size: int, key_size: int, attn_size: Optional[int] = None
-) -> "Scorer":
+def build_scorer(name: str, query_size: int, key_size: int, attn_size: Optional[int] = None) -> "Scorer":
     """Instantiate the scorer registered as ``name``; unknown names fail in one line."""
     if name not in SCORERS:
         raise ConfigError(f"unknown attention scorer {name!r}: choose one of {sorted(SCORERS)}")

@@ -84,9 +84,7 @@ def build_seq2seq(
         dec_hidden_size: decoder hidden size D; defaults to H (which ``dot`` needs).
         attn_size: A for the ``additive`` and ``concat`` scorers; defaults to D.
     """
-    encoder = RNNEncoder(
-        cell, src_vocab_size, emb_size, hidden_size, num_layers, bidirectional, dropout, pad_id
-    )
+    encoder = RNNEncoder(cell, src_vocab_size, emb_size, hidden_size, num_layers, bidirectional, dropout, pad_id)
     memory_size = encoder.output_size  # H
     dec_size = dec_hidden_size or memory_size  # D
     attn = build_attention(attention, dec_size, memory_size, attn_size)

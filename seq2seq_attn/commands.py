@@ -1,0 +1,174 @@
+"""The commands beside LightningCLI's: ablate, report, translate, evaluate, data fetch."""
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Optional
+
+from seq2seq_attn.errors import ConfigError
+
+
+def ablate_command(argv: list[str]) -> None:
+    from seq2seq_attn.ablation.runner import ablate
+
+    parser = argparse.ArgumentParser(prog="seq2seq-attn ablate", description="Run a grid of experiments, resumably.")
+    parser.add_argument("grid", help="grid file, e.g. experiments/ablations/toy_reverse.yaml")
+    parser.add_argument("--out", help="output folder (default: runs/ablations/<grid name>)")
+    parser.add_argument("--jobs", type=int, default=0, help="cells run in parallel (default: cores, at most 8)")
+    parser.add_argument("--retry-failed", action="store_true", help="run cells that failed before again")
+    parser.add_argument("--dry-run", action="store_true", help="list the cells that would run, run nothing")
+    args = parser.parse_args(argv)
+    if args.jobs < 0:
+        raise ConfigError(f"--jobs must be >= 0, got {args.jobs}")
+    ablate(args.grid, args.out, args.jobs, args.retry_failed, args.dry_run)
+
+
+def report_command(argv: list[str]) -> None:
+    from seq2seq_attn.ablation.report import write_report
+
+    parser = argparse.ArgumentParser(prog="seq2seq-attn report", description="Redraw an ablation's report.")
+    parser.add_argument("dir", help="an ablation output folder holding results.csv")
+    parser.add_argument("--metric", default="exact_match", help="metric of the main table and plot")
+    args = parser.parse_args(argv)
+    if not (Path(args.dir) / "results.csv").is_file():
+        raise ConfigError(f"no results.csv in {args.dir}: pass the folder an ablation wrote (its --out)")
+    write_report(Path(args.dir), args.metric)
+
+
+def _search_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--ckpt", required=True, help="a checkpoint, e.g. runs/NAME/version_0/checkpoints/best.ckpt")
+    parser.add_argument("--beam", type=int, default=5, help="beam size (1 = greedy)")
+    parser.add_argument("--alpha", type=float, default=0.6, help="length penalty of Wu et al. (2016)")
+    parser.add_argument("--max-input-tokens", type=int, default=400, help="longer inputs are cut, with a warning")
+
+
+def _check_search(args) -> None:
+    if args.beam < 1 or args.alpha < 0 or args.max_input_tokens < 1:
+        raise ConfigError(
+            f"need --beam >= 1, --alpha >= 0, --max-input-tokens >= 1; got {args.beam}, "
+            f"{args.alpha}, {args.max_input_tokens}"
+        )
+
+
+def _read_text(path: Optional[str]) -> list[str]:
+    from seq2seq_attn.data.corpora import read_lines
+
+    if path is None or path == "-":
+        data = sys.stdin.buffer.read()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as err:
+            line = data[: err.start].count(b"\n") + 1
+            raise ConfigError(f"standard input: line {line} is not valid UTF-8: re-encode it as UTF-8") from err
+        return text.splitlines()
+    if not Path(path).is_file():
+        raise ConfigError(f"input file not found: {path}")
+    return read_lines(Path(path))
+
+
+def _translate(args, lines: list[str]) -> list[str]:
+    """One detokenised output per input line; an empty line gives an empty output."""
+    from seq2seq_attn.inference import load_model, text_codec, translate_tokens
+
+    module = load_model(args.ckpt)
+    codec = text_codec(module)
+    tokens = [codec.tokenize(line) if line.strip() else [] for line in lines]
+    cut = sum(len(t) > args.max_input_tokens for t in tokens)
+    if cut:
+        print(
+            f"warning: {cut} input line(s) longer than {args.max_input_tokens} tokens were cut to that length",
+            file=sys.stderr,
+        )
+    results = translate_tokens(module, [t[: args.max_input_tokens] for t in tokens], args.beam, args.alpha)
+    return [codec.detokenize(r.tokens) for r in results]
+
+
+def translate_command(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(
+        prog="seq2seq-attn translate", description="Translate one sentence per line; line counts always match."
+    )
+    _search_args(parser)
+    parser.add_argument("--input", help="source file (default: standard input)")
+    parser.add_argument("--output", help="output file (default: standard output)")
+    args = parser.parse_args(argv)
+    _check_search(args)
+    outputs = _translate(args, _read_text(args.input))
+    text = "".join(f"{line}\n" for line in outputs)
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+
+
+def evaluate_command(argv: list[str]) -> None:
+    from seq2seq_attn.metrics import DEFAULT_BUCKETS, sacrebleu_signature, text_scores, text_scores_by_bucket
+    from seq2seq_attn.results import write_json
+
+    parser = argparse.ArgumentParser(prog="seq2seq-attn evaluate", description="BLEU and chrF, overall and per length.")
+    _search_args(parser)
+    parser.add_argument("--src", required=True, help="source file (plain or .gz)")
+    parser.add_argument("--ref", required=True, help="reference file, line-parallel to --src")
+    parser.add_argument(
+        "--buckets",
+        default=",".join(map(str, DEFAULT_BUCKETS)),
+        help="upper edges of the source-length buckets, in words",
+    )
+    parser.add_argument("--out", help="write the results as JSON here")
+    args = parser.parse_args(argv)
+    _check_search(args)
+    try:
+        edges = [int(x) for x in args.buckets.split(",") if x.strip()]
+    except ValueError as err:
+        raise ConfigError(f"--buckets must be comma-separated integers, got {args.buckets!r}") from err
+    if edges != sorted(set(edges)) or any(e < 1 for e in edges):
+        raise ConfigError(f"--buckets must be increasing positive integers, got {args.buckets!r}")
+    src, ref = _read_text(args.src), _read_text(args.ref)
+    if len(src) != len(ref):
+        raise ConfigError(f"{args.src} has {len(src)} lines but {args.ref} has {len(ref)}: they must be line-parallel")
+    hyps = _translate(args, src)
+    overall = {"count": len(src), **text_scores(hyps, ref)}
+    by_bucket = text_scores_by_bucket(hyps, ref, [len(s.split()) for s in src], edges)
+    buckets = [{"bucket": label, **scores} for label, scores in by_bucket.items()]
+    print(
+        f"BLEU {overall.get('bleu', 0):.2f}  chrF {overall.get('chrf', 0):.2f}  ({len(src)} sentences; "
+        f"{sacrebleu_signature()})"
+    )
+    print(f"{'bucket':>8} {'count':>6} {'BLEU':>7} {'chrF':>7}")
+    for row in buckets:
+        print(f"{row['bucket']:>8} {int(row['count']):>6} {row['bleu']:>7.2f} {row['chrf']:>7.2f}")
+    if args.out:
+        write_json(
+            args.out,
+            {
+                "overall": overall,
+                "buckets": buckets,
+                "signature": sacrebleu_signature(),
+                "beam": args.beam,
+                "alpha": args.alpha,
+                "ckpt": args.ckpt,
+            },
+        )
+        print(f"wrote {args.out}")
+
+
+def data_command(argv: list[str]) -> None:
+    from seq2seq_attn.data.fetch import SOURCES, fetch
+
+    parser = argparse.ArgumentParser(prog="seq2seq-attn data", description="Corpora on disk.")
+    sub = parser.add_subparsers(dest="action", required=True)
+    get = sub.add_parser("fetch", help="download a corpus into the data root, verifying sha256 sums")
+    get.add_argument("corpus", choices=sorted(SOURCES))
+    get.add_argument("--root", help="data root (default: $S2S_DATA_ROOT or ~/.cache/seq2seq_attn/data)")
+    get.add_argument("--base-url", help="download from this mirror instead")
+    args = parser.parse_args(argv)
+    folder = fetch(args.corpus, args.root, args.base_url)
+    print(f"{args.corpus} is in {folder}")
+
+
+TOOL_COMMANDS = {
+    "ablate": ablate_command,
+    "report": report_command,
+    "translate": translate_command,
+    "evaluate": evaluate_command,
+    "data": data_command,
+}

@@ -1,0 +1,252 @@
+"""Real parallel text: corpora, tokenizers, bad input, downloads, translate and evaluate."""
+
+import gzip
+import hashlib
+import http.server
+import json
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from seq2seq_attn.cli import main
+from seq2seq_attn.data import ParallelDataModule
+from seq2seq_attn.data.corpora import read_lines
+from seq2seq_attn.data.fetch import SOURCES, fetch
+from seq2seq_attn.data.tokenizer import TextTokenizer
+from seq2seq_attn.errors import ConfigError
+
+SHARED = Path(os.environ["S2S_DATA_ROOT"])
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def write(folder, name, lines, raw=None):
+    folder.mkdir(parents=True, exist_ok=True)
+    data = raw if raw is not None else "".join(f"{line}\n" for line in lines).encode("utf-8")
+    (folder / name).write_bytes(data)
+
+
+def tiny_corpus(folder, n=40):
+    src = [f"ein mann nummer {i} geht ." for i in range(n)]
+    trg = [f"a man number {i} walks ." for i in range(n)]
+    for split in ("train", "val", "test"):
+        write(folder, f"{split}.de", src)
+        write(folder, f"{split}.en", trg)
+    return folder
+
+
+def test_multi30k_slice_from_the_shared_corpus():
+    dm = ParallelDataModule("multi30k", "de", "en", max_train=500, max_eval=30, min_freq=1)
+    dm.setup("fit")
+    assert len(dm.datasets["train"]) <= 500 and len(dm.datasets["test"]) == 30
+    assert dm.src_vocab.itos[:4] == ["<pad>", "<s>", "</s>", "<unk>"] and dm.src_vocab_size > 500
+    first = dm.datasets["test"].examples[0]
+    assert dm.source_length("test", 0) == len(dm.source_text("test", 0).split())
+    assert dm.reference("test", 0) == read_lines(SHARED / "multi30k" / "test_2016_flickr.en.gz")[0]
+    assert len(first.src) >= dm.source_length("test", 0)  # punctuation is split off
+
+
+@pytest.mark.parametrize("kind", ["word", "bpe"])
+def test_tokenizer_round_trip(kind):
+    lines = read_lines(SHARED / "bible_en_es" / "dev.en.gz")[:300]
+    tok = TextTokenizer.train(lines, kind, vocab_size=4000, min_freq=1)
+    for line in lines[:50]:
+        assert tok.detokenize(tok.tokenize(line)) == " ".join(line.split())
+    clone = TextTokenizer.from_json(tok.to_json())
+    assert clone.tokenize(lines[0]) == tok.tokenize(lines[0])
+
+
+def test_joint_bpe_shares_one_vocabulary(tmp_path):
+    dm = ParallelDataModule(
+        None, "de", "en", data_dir=str(tiny_corpus(tmp_path)), tokenizer="bpe", joint=True, vocab_size=200, min_freq=1
+    )
+    assert dm.src_vocab == dm.trg_vocab
+
+
+def test_bad_inputs_fail_in_one_line(tmp_path):
+    folder = tiny_corpus(tmp_path / "ok")
+    write(folder, "train.en", ["only one line"])
+    with pytest.raises(ConfigError, match=r"train\.de has 40 lines, .*train\.en has 1"):
+        ParallelDataModule(None, "de", "en", data_dir=str(folder))
+    with pytest.raises(ConfigError, match="missing file .*train.fr"):
+        ParallelDataModule(None, "de", "fr", data_dir=str(tiny_corpus(tmp_path / "b")))
+    empty = tmp_path / "empty"
+    write(empty, "train.de", [])
+    write(empty, "train.en", [])
+    with pytest.raises(ConfigError, match="empty"):
+        ParallelDataModule(None, "de", "en", data_dir=str(empty))
+    utf = tiny_corpus(tmp_path / "utf")
+    write(utf, "train.de", [], raw=b"gut\nschlecht \xff\xfe hier\n")
+    write(utf, "train.en", ["good", "bad"])
+    with pytest.raises(ConfigError, match=r"train\.de: line 2 is not valid UTF-8"):
+        ParallelDataModule(None, "de", "en", data_dir=str(utf))
+    with pytest.raises(ConfigError, match="unknown corpus 'wmt14'"):
+        ParallelDataModule("wmt14", "de", "en")
+    with pytest.raises(ConfigError, match="has no language 'xx'"):
+        ParallelDataModule("multi30k", "xx", "en")
+
+
+def test_empty_lines_dropped_in_training_kept_in_evaluation(tmp_path):
+    folder = tiny_corpus(tmp_path)
+    write(folder, "train.de", ["ein hund ."] * 10 + [""])
+    write(folder, "train.en", ["a dog ."] * 10 + ["orphan"])
+    write(folder, "test.de", ["ein hund .", ""])
+    write(folder, "test.en", ["a dog .", "nothing"])
+    with pytest.warns(UserWarning, match="dropped 1 training pair"):
+        dm = ParallelDataModule(None, "de", "en", data_dir=str(folder), min_freq=1)
+    dm.setup("test")
+    assert len(dm.datasets["train"]) == 10 and len(dm.datasets["test"]) == 2
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def mirror(tmp_path):
+    """A local HTTP server on 127.0.0.1 serving the shared Multi30k files, one of them corrupted."""
+    served = tmp_path / "served"
+    served.mkdir()
+    for name in SOURCES["multi30k"].sha256:
+        (served / name).write_bytes((SHARED / "multi30k" / name).read_bytes())
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), lambda *a: QuietHandler(*a, directory=str(served)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield served, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def test_fetch_verifies_sha256_and_deletes_a_corrupt_file(mirror, tmp_path, capsys):
+    served, url = mirror
+    fetch("multi30k", str(tmp_path / "root"), url)
+    folder = tmp_path / "root" / "multi30k"
+    for name, digest in SOURCES["multi30k"].sha256.items():
+        assert hashlib.sha256((folder / name).read_bytes()).hexdigest() == digest
+    with gzip.open(served / "val.en.gz", "wb") as handle:
+        handle.write(b"tampered\n")
+    (folder / "val.en.gz").unlink()
+    with pytest.raises(ConfigError, match="failed the sha256 check"):
+        fetch("multi30k", str(tmp_path / "root"), url)
+    assert "MISMATCH" in capsys.readouterr().out
+    assert not (folder / "val.en.gz").exists() and not (folder / "val.en.gz.part").exists()
+
+
+@pytest.fixture(scope="module")
+def trained_checkpoint(tmp_path_factory):
+    """A tiny Multi30k model trained for a few steps through the CLI."""
+    out = tmp_path_factory.mktemp("m30k")
+    main(
+        [
+            "fit",
+            "--config",
+            str(ROOT / "experiments" / "base.yaml"),
+            "--config",
+            str(ROOT / "experiments" / "multi30k_de_en" / "base.yaml"),
+            "--trainer.logger",
+            "false",
+            "--trainer.enable_progress_bar",
+            "false",
+            "--trainer.default_root_dir",
+            str(out),
+            "--trainer.max_steps",
+            "30",
+            "--model.emb_size",
+            "16",
+            "--model.hidden_size",
+            "16",
+            "--model.dec_hidden_size",
+            "32",
+            "--data.init_args.max_train",
+            "600",
+            "--data.init_args.max_eval",
+            "40",
+            "--model.val_decode_limit",
+            "16",
+            "--model.beam_size",
+            "2",
+        ]
+    )
+    return out
+
+
+def test_fit_and_test_report_bleu_per_bucket(trained_checkpoint, capsys):
+    ckpt = trained_checkpoint / "checkpoints" / "last.ckpt"
+    main(
+        [
+            "test",
+            "--config",
+            str(ROOT / "experiments" / "base.yaml"),
+            "--config",
+            str(ROOT / "experiments" / "multi30k_de_en" / "base.yaml"),
+            "--trainer.logger",
+            "false",
+            "--trainer.enable_progress_bar",
+            "false",
+            "--model.emb_size",
+            "16",
+            "--model.hidden_size",
+            "16",
+            "--model.dec_hidden_size",
+            "32",
+            "--data.init_args.max_train",
+            "600",
+            "--data.init_args.max_eval",
+            "40",
+            "--model.beam_size",
+            "2",
+            "--trainer.default_root_dir",
+            str(trained_checkpoint),
+            "--ckpt_path",
+            str(ckpt),
+        ]
+    )
+    results = json.loads((trained_checkpoint / "test_results.json").read_text())
+    assert {"bleu", "chrf"} <= set(results["overall"]) and "BLEU" in results["meta"]["sacrebleu"]
+    assert all("bleu" in b for b in results["buckets"])
+    assert sum(b["count"] for b in results["buckets"]) == 40
+
+
+def test_translate_keeps_line_counts_and_handles_long_lines(trained_checkpoint, tmp_path, capsys, monkeypatch):
+    ckpt = str(trained_checkpoint / "checkpoints" / "last.ckpt")
+    source = tmp_path / "in.de"
+    source.write_text("ein mann geht .\n\n" + "sehr " * 600 + "lang .\nzwei hunde .\n", encoding="utf-8")
+    main(["translate", "--ckpt", ckpt, "--beam", "2", "--input", str(source), "--output", str(tmp_path / "out")])
+    lines = (tmp_path / "out").read_text(encoding="utf-8").split("\n")
+    assert len(lines) == 5 and lines[-1] == "" and lines[1] == ""
+    assert "were cut to that length" in capsys.readouterr().err
+
+
+def test_evaluate_prints_and_writes_buckets(trained_checkpoint, tmp_path, capsys):
+    ckpt = str(trained_checkpoint / "checkpoints" / "last.ckpt")
+    src, ref = SHARED / "multi30k" / "val.de.gz", SHARED / "multi30k" / "val.en.gz"
+    short_src, short_ref = tmp_path / "s.de", tmp_path / "r.en"
+    short_src.write_text("\n".join(read_lines(src)[:25]) + "\n", encoding="utf-8")
+    short_ref.write_text("\n".join(read_lines(ref)[:25]) + "\n", encoding="utf-8")
+    main(
+        [
+            "evaluate",
+            "--ckpt",
+            ckpt,
+            "--src",
+            str(short_src),
+            "--ref",
+            str(short_ref),
+            "--beam",
+            "1",
+            "--buckets",
+            "8,12",
+            "--out",
+            str(tmp_path / "r.json"),
+        ]
+    )
+    printed = capsys.readouterr().out
+    assert "BLEU" in printed and "nrefs:1" in printed
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert [b["bucket"] for b in result["buckets"]][0] == "1-8"
+    assert sum(b["count"] for b in result["buckets"]) == 25
+    short_ref.write_text("one line\n", encoding="utf-8")
+    with pytest.raises(SystemExit):
+        main(["evaluate", "--ckpt", ckpt, "--src", str(short_src), "--ref", str(short_ref)])
+    assert "must be line-parallel" in capsys.readouterr().err
