@@ -133,6 +133,11 @@ def build_cli(args: Optional[list[str]] = None, run: bool = True):
                     )
                 self.config[f"{subcommand}.model.{key}"] = saved[key]
 
+        def _instantiate_trainer(self, config, callbacks):
+            if config.get("enable_checkpointing") is False:  # our default best/last checkpoints step aside
+                self.trainer_defaults = {**self.trainer_defaults, "callbacks": []}
+            return super()._instantiate_trainer(config, callbacks)
+
         def before_instantiate_classes(self) -> None:
             ckpt = self.config.get(self.subcommand, {}).get("ckpt_path")
             if ckpt and ckpt not in ("best", "last", "hpc", "registry") and not Path(ckpt).is_file():

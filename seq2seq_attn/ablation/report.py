@@ -140,10 +140,20 @@ def failures(out: Path) -> list[str]:
     return lines
 
 
+def ablation_name(out: Path) -> str:
+    """The grid's name, from the copy the runner keeps; else the folder name."""
+    grid = out / "grid.yaml"
+    if grid.is_file():
+        import yaml
+
+        return (yaml.safe_load(grid.read_text()) or {}).get("name", out.name)
+    return out.name
+
+
 def write_summary(out: Path, df: pd.DataFrame, metric: str) -> Path:
     seeds = df[seed_columns(df)].drop_duplicates().shape[0] if seed_columns(df) else 1
     parts = [
-        f"# Ablation: {out.name}",
+        f"# Ablation: {ablation_name(out)}",
         "",
         f"Mean ± std over {seeds} seed(s) per model, overall and per source-length bucket; the best per bucket"
         " is in bold; † marks buckets longer than any training sentence (extrapolation).",
@@ -186,8 +196,8 @@ def plot_degradation(df: pd.DataFrame, metric: str, path: Path) -> Path:
         ax.set_xlabel("source length (tokens)")
         ax.set_ylabel(METRIC_NAMES.get(name, name))
         ax.grid(alpha=0.3)
-    axes[0][-1].legend(fontsize=7, loc="best")
-    fig.suptitle(f"{path.parent.name}: quality vs source length")
+    axes[0][0].legend(fontsize=7, loc="best")
+    fig.suptitle(f"{ablation_name(path.parent)}: quality vs source length")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
