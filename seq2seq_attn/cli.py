@@ -15,7 +15,6 @@ and the tools around them::
 """
 
 import difflib
-import os
 import re
 import sys
 import warnings
@@ -24,8 +23,6 @@ from typing import Optional
 
 from seq2seq_attn.errors import ConfigError
 
-LIGHTNING_COMMANDS = ("fit", "validate", "test", "predict")
-
 
 def _quiet() -> None:
     """Hide the warnings every run would print and nobody can act on."""
@@ -33,7 +30,6 @@ def _quiet() -> None:
     warnings.filterwarnings("ignore", message=".*does not have many workers.*")
     warnings.filterwarnings("ignore", message=".*LeafSpec.*")
     warnings.filterwarnings("ignore", message=".*skip_none parameter was deprecated.*")
-    os.environ.setdefault("WANDB_SILENT", "true")
 
 
 def find_config_error(err: BaseException) -> Optional[ConfigError]:
@@ -171,6 +167,10 @@ def main(argv: Optional[list[str]] = None) -> None:
         if args and args[0] in TOOL_COMMANDS:
             TOOL_COMMANDS[args[0]](args[1:])
             return
+        commands = ["fit", "validate", "test", "predict", *TOOL_COMMANDS]
+        if not args or (not args[0].startswith("-") and args[0] not in commands):
+            given = f"unknown command {args[0]!r}" if args else "no command given"
+            raise ConfigError(f"{given}: choose one of {commands} (seq2seq-attn COMMAND --help)")
         if args[:1] in (["-h"], ["--help"]):
             print(
                 "tools: " + " | ".join(f"seq2seq-attn {name} ..." for name in TOOL_COMMANDS) + "   (each with --help)\n"

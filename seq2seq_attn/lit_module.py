@@ -15,18 +15,8 @@ from jsonargparse.typing import NonNegativeFloat, NonNegativeInt, PositiveFloat,
 from seq2seq_attn.data.collate import Batch
 from seq2seq_attn.data.vocab import BOS_ID, EOS_ID, PAD_ID, Vocab
 from seq2seq_attn.errors import ConfigError
-from seq2seq_attn.metrics import (
-    DEFAULT_BUCKETS,
-    concat_records,
-    exact_match,
-    format_table,
-    sacrebleu_signature,
-    summarize,
-    summarize_buckets,
-    teacher_forced_records,
-    text_scores,
-    text_scores_by_bucket,
-)
+from seq2seq_attn.evaluation import Evaluation
+from seq2seq_attn.metrics import DEFAULT_BUCKETS, format_table, sacrebleu_signature
 from seq2seq_attn.modules import build_seq2seq
 from seq2seq_attn.results import write_json, write_test_results
 from seq2seq_attn.search import Hypotheses, search
@@ -118,11 +108,8 @@ class Seq2SeqLitModule(pl.LightningModule):
         )
         self.src_vocab: Optional[Vocab] = None
         self.trg_vocab: Optional[Vocab] = None
-        self._records: list[dict] = []
-        self._decoded = 0
+        self._evaluation = Evaluation(None)
         self._predictions: list[tuple[int, str]] = []
-        self._attention_maps: list[dict] = []
-        self._hyps: list[tuple[int, list[int]]] = []
         self.tokenizers: Optional[dict[str, str]] = None  # JSON of the text tokenizers, if any
 
     # -- vocabulary travels with the checkpoint ---------------------------------
@@ -192,84 +179,38 @@ class Seq2SeqLitModule(pl.LightningModule):
             hp.max_len_b,
         )
 
+    # -- validation and test: overall and per source-length bucket ------------------
+    def _start_evaluation(self, split: str) -> None:
+        datamodule = getattr(self.trainer, "datamodule", None)
+        text = datamodule if hasattr(datamodule, "reference") else None
+        examples = self.hparams.attention_examples if split == "test" else 0
+        self._evaluation = Evaluation(self.trg_vocab, self.src_vocab, split, text, examples)
+
     def _evaluate(self, batch: Batch, decode: bool, beam_size: int) -> None:
         out, _ = self._teacher_forced(batch)
-        rec = teacher_forced_records(out.logits, batch.trg_out, batch.src_lengths, PAD_ID, out.weights, batch.alignment)
-        rec["index"] = batch.index.float()
-        datamodule = getattr(self.trainer, "datamodule", None)
-        if hasattr(datamodule, "source_length"):  # real text: buckets count source words
-            split = "test" if self.trainer.testing else "val"
-            rec["src_len"] = torch.tensor([float(datamodule.source_length(split, i)) for i in batch.index.tolist()])
-        if decode:
-            hyp = self.decode(batch, beam_size)
-            outputs = hyp.to_lists()
-            self._hyps.extend(zip(batch.index.tolist(), outputs))
-            refs = [row[row != PAD_ID][:-1].tolist() for row in batch.trg_out]  # drop EOS
-            rec["exact"] = exact_match(outputs, refs)
-            self._decoded += len(batch)
-            if self.trainer.testing:
-                self._keep_attention_maps(batch, hyp, outputs)
-        self._records.append(rec)
-
-    def _keep_attention_maps(self, batch: Batch, hyp: Hypotheses, outputs: list[list[int]]) -> None:
-        """Attention of the first ``attention_examples`` test examples, as plain lists."""
-        wanted = (batch.index < self.hparams.attention_examples).nonzero().flatten().tolist()
-        for row in wanted:
-            tokens, n_src = outputs[row], int(batch.src_lengths[row])
-            src = batch.src[row, :n_src].tolist()
-            weights = None if hyp.weights is None else hyp.weights[row, : len(tokens), :n_src].tolist()
-            self._attention_maps.append(
-                {
-                    "index": int(batch.index[row]),
-                    "src": self.src_vocab.decode(src) if self.src_vocab else src,
-                    "hyp": self.trg_vocab.decode(tokens) if self.trg_vocab else tokens,
-                    "weights": weights,
-                }
-            )
-
-    def _text_metrics(self, split: str, edges) -> tuple[dict, dict]:
-        """BLEU/chrF of the decoded hypotheses, overall and per bucket (real text only)."""
-        datamodule = getattr(self.trainer, "datamodule", None)
-        if not self._hyps or not hasattr(datamodule, "reference"):
-            return {}, {}
-        order = sorted(self._hyps)
-        hyps = [datamodule.detokenize(self.trg_vocab.decode(ids)) for _, ids in order]
-        refs = [datamodule.reference(split, i) for i, _ in order]
-        lengths = [datamodule.source_length(split, i) for i, _ in order]
-        return text_scores(hyps, refs), text_scores_by_bucket(hyps, refs, lengths, edges)
+        hyp = self.decode(batch, beam_size) if decode else None
+        self._evaluation.add(batch, out.logits, out.weights, hyp)
 
     def on_validation_epoch_start(self) -> None:
-        self._records, self._decoded, self._hyps = [], 0, []
+        self._start_evaluation("val")
 
     def validation_step(self, batch: Batch, batch_idx: int) -> None:
-        self._evaluate(batch, self._decoded < self.hparams.val_decode_limit, beam_size=1)
+        self._evaluate(batch, self._evaluation.decoded < self.hparams.val_decode_limit, beam_size=1)
 
     def on_validation_epoch_end(self) -> None:
-        decoded = [r for r in self._records if "exact" in r]
-        metrics = summarize(concat_records(self._records))
-        if decoded:
-            metrics["exact_match"] = summarize(concat_records(decoded))["exact_match"]
-        metrics.update(self._text_metrics("val", self.hparams.test_buckets)[0])
+        metrics, _ = self._evaluation.summary(self.hparams.test_buckets)
         for name in ("loss", "ppl", "token_acc", "exact_match", "bleu", "chrf", "align_acc", "attn_entropy"):
             if name in metrics:
                 self.log(f"val/{name}", metrics[name], prog_bar=name in ("loss", "exact_match", "bleu"))
-        self._records = []
 
-    # -- testing: overall and per source-length bucket ---------------------------
     def on_test_epoch_start(self) -> None:
-        self._records, self._decoded, self._attention_maps, self._hyps = [], 0, [], []
+        self._start_evaluation("test")
 
     def test_step(self, batch: Batch, batch_idx: int) -> None:
         self._evaluate(batch, decode=True, beam_size=self.hparams.beam_size)
 
     def on_test_epoch_end(self) -> None:
-        rec = concat_records(self._records)
-        overall = summarize(rec)
-        buckets = summarize_buckets(rec, self.hparams.test_buckets)
-        text_overall, text_buckets = self._text_metrics("test", self.hparams.test_buckets)
-        overall.update(text_overall)
-        for row in buckets:
-            row.update(text_buckets.get(row["bucket"], {}))
+        overall, buckets = self._evaluation.summary(self.hparams.test_buckets)
         for name, value in overall.items():
             if name != "count":
                 self.log(f"test/{name}", value)
@@ -278,15 +219,13 @@ class Seq2SeqLitModule(pl.LightningModule):
             meta = {k: self.hparams[k] for k in ARCHITECTURE_KEYS if k in self.hparams}
             meta.update(beam_size=self.hparams.beam_size, alpha=self.hparams.alpha)
             meta["train_max_length"] = getattr(self.trainer.datamodule, "train_max_length", None)
-            if text_overall:
+            if "bleu" in overall:
                 meta["sacrebleu"] = sacrebleu_signature()
             path = write_test_results(self.results_dir(), overall, buckets, meta)
-            maps = sorted(self._attention_maps, key=lambda m: m["index"])
-            write_json(self.results_dir() / "test_attention.json", maps)
+            write_json(self.results_dir() / "test_attention.json", self._evaluation.sorted_attention_maps())
             columns = [c for c in ("bleu", "chrf", "exact_match", "token_acc", "loss", "align_acc") if c in overall]
             print(f"\nTest results per source length (written to {path}):")
             print(format_table([{"bucket": "all", **overall}, *buckets], columns))
-        self._records = []
 
     def results_dir(self) -> Path:
         """The run folder of the checkpoint being evaluated, else this run's log folder."""

@@ -113,6 +113,9 @@ def test_short_training_reaches_exact_match_and_writes_buckets(tmp_path, capsys)
         rows = list(csv.DictReader(handle))
     assert {r["bucket"] for r in rows} == {"all", "1-8", "9-12", "13+"}
     assert "Test results per source length" in capsys.readouterr().out
+    main(["predict", "--config", BASE, "--config", REVERSE, *overrides, "--ckpt_path", str(ckpt_dir / "best.ckpt")])
+    predictions = (tmp_path / "predictions.txt").read_text().splitlines()
+    assert len(predictions) == 400 and all(set(line.split()) <= set("abcdefghijklmnopqrst") for line in predictions)
     with pytest.raises(SystemExit):  # the checkpoint was trained with another scorer
         main(
             [
@@ -156,3 +159,12 @@ def test_config_file_typo_is_one_line(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["fit", "--config", BASE, "--config", str(typo), *quiet(tmp_path)])
     assert "unknown config key 'model.atention'; did you mean model.attention" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [[], ["fitt"]])
+def test_unknown_or_missing_command_lists_all_commands(argv, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "choose one of ['fit', 'validate', 'test', 'predict', 'ablate', 'report'" in err and err.count("\n") == 1

@@ -28,11 +28,8 @@ def logger_args(cell_dir: Path) -> list[str]:
 
 
 def run(cell_dir: Path, args: list[str]) -> dict:
-    import torch
-
     from seq2seq_attn.cli import build_cli
 
-    torch.set_num_threads(max(1, torch.get_num_threads()))
     overrides = ["--trainer.default_root_dir", str(cell_dir), "--trainer.enable_progress_bar", "false"]
     cli = build_cli([*args, *overrides, *logger_args(cell_dir)], run=False)
     start = time.time()

@@ -1,0 +1,119 @@
+"""One validation or test pass: per-example records, hypotheses, attention maps, summaries.
+
+Plain PyTorch and Python (no Lightning): :class:`Seq2SeqLitModule` feeds it one
+batch at a time and asks for the summary at the end of the epoch.
+"""
+
+from typing import Optional, Protocol, Sequence
+
+import torch
+from torch import Tensor
+
+from seq2seq_attn.data.collate import Batch
+from seq2seq_attn.data.vocab import PAD_ID, Vocab
+from seq2seq_attn.metrics import (
+    Records,
+    concat_records,
+    exact_match,
+    summarize,
+    summarize_buckets,
+    teacher_forced_records,
+    text_scores,
+    text_scores_by_bucket,
+)
+from seq2seq_attn.search import Hypotheses
+
+
+class TextSource(Protocol):
+    """What a data module of real text offers for evaluation (see ParallelDataModule)."""
+
+    def reference(self, split: str, index: int) -> str: ...
+
+    def source_length(self, split: str, index: int) -> int: ...
+
+    def detokenize(self, tokens: list[str]) -> str: ...
+
+
+class Evaluation:
+    """Accumulates one pass over a split.
+
+    Args:
+        trg_vocab, src_vocab: to turn ids into tokens (hypotheses, attention maps).
+        split: ``val`` or ``test``, the name ``text`` knows the split by.
+        text: the data module when it holds real text: then buckets count source
+            words and BLEU/chrF are computed against its raw references.
+        attention_examples: keep the attention maps of dataset examples ``0..N-1``.
+    """
+
+    def __init__(
+        self,
+        trg_vocab: Optional[Vocab],
+        src_vocab: Optional[Vocab] = None,
+        split: str = "test",
+        text: Optional[TextSource] = None,
+        attention_examples: int = 0,
+    ) -> None:
+        self.trg_vocab, self.src_vocab = trg_vocab, src_vocab
+        self.split, self.text, self.attention_examples = split, text, attention_examples
+        self.records: list[Records] = []
+        self.hyps: list[tuple[int, list[int]]] = []
+        self.attention_maps: list[dict] = []
+        self.decoded = 0
+
+    def add(self, batch: Batch, logits: Tensor, weights: Optional[Tensor], hyp: Optional[Hypotheses]) -> None:
+        """Args: logits ``(B, T, V)`` and weights ``(B, T, S)`` teacher-forced; hyp decoded or None."""
+        rec = teacher_forced_records(logits, batch.trg_out, batch.src_lengths, PAD_ID, weights, batch.alignment)
+        rec["index"] = batch.index.float()
+        if self.text is not None:  # buckets of real text count source words, not subword tokens
+            rec["src_len"] = torch.tensor([float(self.text.source_length(self.split, i)) for i in batch.index.tolist()])
+        if hyp is not None:
+            outputs = hyp.to_lists()
+            refs = [row[row != PAD_ID][:-1].tolist() for row in batch.trg_out]  # without EOS
+            rec["exact"] = exact_match(outputs, refs)
+            self.hyps.extend(zip(batch.index.tolist(), outputs))
+            self.decoded += len(batch)
+            self._keep_attention_maps(batch, hyp, outputs)
+        self.records.append(rec)
+
+    def _keep_attention_maps(self, batch: Batch, hyp: Hypotheses, outputs: list[list[int]]) -> None:
+        for row in (batch.index < self.attention_examples).nonzero().flatten().tolist():
+            tokens, n_src = outputs[row], int(batch.src_lengths[row])
+            src = batch.src[row, :n_src].tolist()
+            weights = None if hyp.weights is None else hyp.weights[row, : len(tokens), :n_src].tolist()
+            self.attention_maps.append(
+                {
+                    "index": int(batch.index[row]),
+                    "src": self.src_vocab.decode(src) if self.src_vocab else src,
+                    "hyp": self.trg_vocab.decode(tokens) if self.trg_vocab else tokens,
+                    "weights": weights,
+                }
+            )
+
+    def _text_scores(self, edges: Sequence[int]) -> tuple[dict, dict]:
+        if self.text is None or not self.hyps:
+            return {}, {}
+        order = sorted(self.hyps)
+        hyps = [self.text.detokenize(self.trg_vocab.decode(ids)) for _, ids in order]
+        refs = [self.text.reference(self.split, i) for i, _ in order]
+        lengths = [self.text.source_length(self.split, i) for i, _ in order]
+        return text_scores(hyps, refs), text_scores_by_bucket(hyps, refs, lengths, edges)
+
+    def summary(self, edges: Sequence[int]) -> tuple[dict, list[dict]]:
+        """Overall metrics and one row per source-length bucket.
+
+        Exact match (and BLEU/chrF) cover the decoded examples only, which in
+        validation are the first ``val_decode_limit``; the rest covers everything.
+        """
+        rec = concat_records(self.records)
+        overall, buckets = summarize(rec), summarize_buckets(rec, edges)
+        decoded = [r for r in self.records if "exact" in r]
+        if decoded:
+            overall["exact_match"] = summarize(concat_records(decoded))["exact_match"]
+        text_overall, text_buckets = self._text_scores(edges)
+        overall.update(text_overall)
+        for row in buckets:
+            row.update({k: v for k, v in text_buckets.get(row["bucket"], {}).items() if k != "count"})
+        return overall, buckets
+
+    def sorted_attention_maps(self) -> list[dict]:
+        return sorted(self.attention_maps, key=lambda m: m["index"])
