@@ -72,38 +72,18 @@ def test_fast_dev_run_each_flow(flow, attention, feed, tmp_path):
 
 def test_short_training_reaches_exact_match_and_writes_buckets(tmp_path, capsys):
     overrides = [
-        "--trainer.logger",
-        "false",
-        "--trainer.enable_progress_bar",
-        "false",
-        "--trainer.max_epochs",
-        "6",
-        "--trainer.default_root_dir",
-        str(tmp_path),
-        "--data.init_args.test_lengths",
-        "[5, 15]",
-        "--data.init_args.test_size",
-        "400",
-        "--model.test_buckets",
-        "[8, 12]",
-    ]
-    main(["fit", "--config", BASE, "--config", REVERSE, *overrides])
-    ckpt_dir = tmp_path / "checkpoints"
-    assert {p.name for p in ckpt_dir.iterdir()} == {"best.ckpt", "last.ckpt"}
-    main(
-        [
-            "test",
-            "--config",
-            BASE,
-            "--config",
-            REVERSE,
-            *overrides,
-            "--model.beam_size",
-            "2",
-            "--ckpt_path",
-            str(ckpt_dir / "best.ckpt"),
-        ]
-    )
+        *"--trainer.logger false --trainer.enable_progress_bar false --trainer.max_epochs 6".split(),
+        *"--data.init_args.test_size 400 --data.init_args.test_lengths [5,15] --model.test_buckets [8,12]".split(),
+        "--trainer.default_root_dir", str(tmp_path),
+    ]  # fmt: skip
+
+    def run(command, *extra):
+        main([command, "--config", BASE, "--config", REVERSE, *overrides, *extra])
+
+    run("fit")
+    ckpt = str(tmp_path / "checkpoints" / "best.ckpt")
+    assert {p.name for p in (tmp_path / "checkpoints").iterdir()} == {"best.ckpt", "last.ckpt"}
+    run("test", "--model.beam_size", "2", "--ckpt_path", ckpt)
     results = json.loads((tmp_path / "test_results.json").read_text())
     assert results["meta"]["beam_size"] == 2  # test-time settings stay the user's
     assert results["overall"]["exact_match"] >= 0.9, results["overall"]
@@ -113,24 +93,11 @@ def test_short_training_reaches_exact_match_and_writes_buckets(tmp_path, capsys)
         rows = list(csv.DictReader(handle))
     assert {r["bucket"] for r in rows} == {"all", "1-8", "9-12", "13+"}
     assert "Test results per source length" in capsys.readouterr().out
-    main(["predict", "--config", BASE, "--config", REVERSE, *overrides, "--ckpt_path", str(ckpt_dir / "best.ckpt")])
+    run("predict", "--ckpt_path", ckpt)
     predictions = (tmp_path / "predictions.txt").read_text().splitlines()
     assert len(predictions) == 400 and all(set(line.split()) <= set("abcdefghijklmnopqrst") for line in predictions)
     with pytest.raises(SystemExit):  # the checkpoint was trained with another scorer
-        main(
-            [
-                "test",
-                "--config",
-                BASE,
-                "--config",
-                REVERSE,
-                *overrides,
-                "--model.attention",
-                "dot",
-                "--ckpt_path",
-                str(ckpt_dir / "best.ckpt"),
-            ]
-        )
+        run("test", "--model.attention", "dot", "--ckpt_path", ckpt)
     assert "checkpoint has attention='additive' but --model.attention says 'dot'" in capsys.readouterr().err
 
 

@@ -133,75 +133,28 @@ def test_fetch_verifies_sha256_and_deletes_a_corrupt_file(mirror, tmp_path, caps
     assert not (folder / "val.en.gz").exists() and not (folder / "val.en.gz.part").exists()
 
 
+# a tiny Multi30k model: the shipped configs with small sizes and data slices
+M30K = [
+    "--config", str(ROOT / "experiments" / "base.yaml"),
+    "--config", str(ROOT / "experiments" / "multi30k_de_en" / "base.yaml"),
+    *"--trainer.logger false --trainer.enable_progress_bar false --model.emb_size 16 --model.hidden_size 16".split(),
+    *"--model.dec_hidden_size 32 --data.init_args.max_train 600 --data.init_args.max_eval 40".split(),
+    *"--model.beam_size 2".split(),
+]  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def trained_checkpoint(tmp_path_factory):
     """A tiny Multi30k model trained for a few steps through the CLI."""
     out = tmp_path_factory.mktemp("m30k")
-    main(
-        [
-            "fit",
-            "--config",
-            str(ROOT / "experiments" / "base.yaml"),
-            "--config",
-            str(ROOT / "experiments" / "multi30k_de_en" / "base.yaml"),
-            "--trainer.logger",
-            "false",
-            "--trainer.enable_progress_bar",
-            "false",
-            "--trainer.default_root_dir",
-            str(out),
-            "--trainer.max_steps",
-            "30",
-            "--model.emb_size",
-            "16",
-            "--model.hidden_size",
-            "16",
-            "--model.dec_hidden_size",
-            "32",
-            "--data.init_args.max_train",
-            "600",
-            "--data.init_args.max_eval",
-            "40",
-            "--model.val_decode_limit",
-            "16",
-            "--model.beam_size",
-            "2",
-        ]
-    )
+    main(["fit", *M30K, "--trainer.default_root_dir", str(out), "--trainer.max_steps", "30",
+          "--model.val_decode_limit", "16"])  # fmt: skip
     return out
 
 
 def test_fit_and_test_report_bleu_per_bucket(trained_checkpoint, capsys):
     ckpt = trained_checkpoint / "checkpoints" / "last.ckpt"
-    main(
-        [
-            "test",
-            "--config",
-            str(ROOT / "experiments" / "base.yaml"),
-            "--config",
-            str(ROOT / "experiments" / "multi30k_de_en" / "base.yaml"),
-            "--trainer.logger",
-            "false",
-            "--trainer.enable_progress_bar",
-            "false",
-            "--model.emb_size",
-            "16",
-            "--model.hidden_size",
-            "16",
-            "--model.dec_hidden_size",
-            "32",
-            "--data.init_args.max_train",
-            "600",
-            "--data.init_args.max_eval",
-            "40",
-            "--model.beam_size",
-            "2",
-            "--trainer.default_root_dir",
-            str(trained_checkpoint),
-            "--ckpt_path",
-            str(ckpt),
-        ]
-    )
+    main(["test", *M30K, "--trainer.default_root_dir", str(trained_checkpoint), "--ckpt_path", str(ckpt)])
     results = json.loads((trained_checkpoint / "test_results.json").read_text())
     assert {"bleu", "chrf"} <= set(results["overall"]) and "BLEU" in results["meta"]["sacrebleu"]
     assert all("bleu" in b for b in results["buckets"])
