@@ -18,7 +18,7 @@ from seq2seq_attn.errors import ConfigError
 from seq2seq_attn.evaluation import Evaluation
 from seq2seq_attn.metrics import DEFAULT_BUCKETS, format_table, sacrebleu_signature
 from seq2seq_attn.modules import build_seq2seq
-from seq2seq_attn.results import write_json, write_test_results
+from seq2seq_attn.results import environment_info, write_json, write_test_results
 from seq2seq_attn.search import Hypotheses, search
 
 # hyperparameters that change the network's shape: a checkpoint must match them
@@ -144,6 +144,12 @@ class Seq2SeqLitModule(pl.LightningModule):
         self.tokenizers = self.tokenizers or checkpoint.get("tokenizers")
 
     # -- training ---------------------------------------------------------------
+    def on_fit_start(self) -> None:
+        if self.trainer.is_global_zero:
+            write_json(
+                Path(self.trainer.log_dir or self.trainer.default_root_dir) / "environment.json", environment_info()
+            )
+
     def _teacher_forced(self, batch: Batch):
         out = self.model(batch.src, batch.src_lengths, batch.trg_in)  # logits (B, T, V)
         loss = F.cross_entropy(

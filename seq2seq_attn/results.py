@@ -52,3 +52,35 @@ def write_test_results(run_dir: PathLike, overall: dict, buckets: list[dict], me
     ]
     write_csv(run_dir / "test_buckets.csv", long_rows, ["bucket", "metric", "value", "count"])
     return run_dir / "test_results.json"
+
+
+def environment_info() -> dict[str, Any]:
+    """Versions and the git commit of this code, recorded beside every run for reproducibility."""
+    import platform
+    import subprocess
+    from importlib import metadata
+
+    versions = {}
+    for package in ("seq2seq-attn", "torch", "pytorch-lightning", "jsonargparse", "tokenizers", "sacrebleu", "numpy"):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = None
+    here = Path(__file__).resolve().parent
+
+    def git(*args: str) -> Any:
+        try:
+            done = subprocess.run(["git", *args], cwd=here, capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    dirty = bool(git("status", "--porcelain", "--untracked-files=no")) if commit else None
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "packages": versions,
+        "git_commit": commit,
+        "git_dirty": dirty,
+    }

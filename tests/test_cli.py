@@ -83,6 +83,8 @@ def test_short_training_reaches_exact_match_and_writes_buckets(tmp_path, capsys)
     run("fit")
     ckpt = str(tmp_path / "checkpoints" / "best.ckpt")
     assert {p.name for p in (tmp_path / "checkpoints").iterdir()} == {"best.ckpt", "last.ckpt"}
+    environment = json.loads((tmp_path / "environment.json").read_text())
+    assert environment["packages"]["torch"] and len(environment["git_commit"] or "x" * 40) == 40
     run("test", "--model.beam_size", "2", "--ckpt_path", ckpt)
     results = json.loads((tmp_path / "test_results.json").read_text())
     assert results["meta"]["beam_size"] == 2  # test-time settings stay the user's
