@@ -27,6 +27,10 @@ def teacher_forced_records(
 ) -> Records:
     """Loss, token accuracy and attention statistics per example.
 
+    ``align_acc`` is the share of target steps whose most attended source position
+    is the gold one; ``align_lag1_acc`` the share whose most attended position is
+    the gold position of the previous target token (attention one step behind).
+
     Args:
         logits: ``(B, T, V)``; trg_out: ``(B, T)`` gold next tokens, PAD after EOS.
         src_lengths: ``(B,)``; weights: ``(B, T, S)`` teacher-forced attention or None.
@@ -47,9 +51,13 @@ def teacher_forced_records(
         rec["entropy_steps"] = rec["tokens"]
         if alignment is not None:
             gold = alignment >= 0  # (B, T)
-            hits = (weights.argmax(-1) == alignment) & gold  # (B, T)
-            rec["align_hits"] = hits.sum(1).float()
+            focus = weights.argmax(-1)  # (B, T)
+            rec["align_hits"] = ((focus == alignment) & gold).sum(1).float()
             rec["align_steps"] = gold.sum(1).float()
+            # one step behind: the source of the previous output token (where Bahdanau's flow tends to look)
+            previous = torch.cat([torch.full_like(alignment[:, :1], -1), alignment[:, :-1]], dim=1)  # (B, T)
+            rec["lag_hits"] = ((focus == previous) & (previous >= 0)).sum(1).float()
+            rec["lag_steps"] = (previous >= 0).sum(1).float()
     return rec
 
 
@@ -85,6 +93,7 @@ def summarize(rec: Records, mask: Optional[Tensor] = None) -> dict[str, float]:
         "token_acc": ratio("correct", "tokens"),
         "exact_match": float(rec["exact"].mean()) if "exact" in rec else None,
         "align_acc": ratio("align_hits", "align_steps"),
+        "align_lag1_acc": ratio("lag_hits", "lag_steps"),
         "attn_entropy": ratio("entropy_sum", "entropy_steps"),
     }
     out.update({k: v for k, v in values.items() if v is not None})

@@ -134,6 +134,9 @@ def test_alignment_accuracy_rewards_gold_attention():
     perfect = summarize(teacher_forced_records(logits, trg_out, lengths, 0, hit, gold))
     wrong = summarize(teacher_forced_records(logits, trg_out, lengths, 0, shuffled, gold))
     assert perfect["align_acc"] == 1.0 and wrong["align_acc"] < 1.0
+    lagging = hit.roll(1, dims=1)  # step t looks where step t-1 should have looked
+    lagged = summarize(teacher_forced_records(logits, trg_out, lengths, 0, lagging, gold))
+    assert lagged["align_lag1_acc"] == 1.0 and lagged["align_acc"] < 0.5 and perfect["align_lag1_acc"] < 0.5
     assert perfect["attn_entropy"] == pytest.approx(torch.log(torch.tensor(4.0)).item() / 5, rel=1e-5)
 
 

@@ -17,6 +17,7 @@ from seq2seq_attn.results import write_atomic, write_csv
 
 FIXED_COLUMNS = ["cell", "bucket", "lo", "hi", "extrapolation", "metric", "value", "count"]
 METRIC_NAMES = {
+    "align_lag1_acc": "alignment accuracy, one step behind",
     "exact_match": "exact match",
     "align_acc": "alignment accuracy",
     "bleu": "BLEU",
@@ -158,7 +159,7 @@ def write_summary(out: Path, df: pd.DataFrame, metric: str) -> Path:
         f"Mean ± std over {seeds} seed(s) per model, overall and per source-length bucket; the best per bucket"
         " is in bold; † marks buckets longer than any training sentence (extrapolation).",
     ]
-    for name in dict.fromkeys([metric, "align_acc", "attn_entropy", "token_acc"]):
+    for name in dict.fromkeys([metric, "align_acc", "align_lag1_acc", "attn_entropy", "token_acc"]):
         table = summary_table(df, name)
         if table:
             parts += ["", f"## {METRIC_NAMES.get(name, name)}", "", table]
