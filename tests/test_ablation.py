@@ -146,3 +146,17 @@ def test_every_shipped_grid_loads_and_expands(path):
     cells, skipped = grid.cells()
     assert cells and all(c.is_file() for c in grid.configs)
     assert any(dict(c.overrides).get("model.attention") == "none" for c in cells)  # the baseline is in every grid
+
+
+def test_dry_run_lists_cells_and_runs_nothing(tmp_path, capsys):
+    grid = write_grid(tmp_path, {"model.attention": ["none", "general"], "model.flow": ["none", "luong"]})
+    main(["ablate", str(grid), "--out", str(tmp_path / "out"), "--dry-run"])
+    printed = capsys.readouterr().out
+    assert "would run attention=none__flow=none" in printed and "would run attention=general__flow=luong" in printed
+    assert not (tmp_path / "out").exists()
+
+
+def test_report_without_results_is_one_line(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["report", str(tmp_path)])
+    assert exit_info.value.code == 2 and "no results.csv in" in capsys.readouterr().err
