@@ -146,9 +146,10 @@ class Seq2SeqLitModule(pl.LightningModule):
     # -- training ---------------------------------------------------------------
     def on_fit_start(self) -> None:
         if self.trainer.is_global_zero:
-            write_json(
-                Path(self.trainer.log_dir or self.trainer.default_root_dir) / "environment.json", environment_info()
-            )
+            run_dir = Path(self.trainer.log_dir or self.trainer.default_root_dir)
+            write_json(run_dir / "environment.json", environment_info())
+            if hasattr(self.trainer.datamodule, "save_tokenizers"):  # also inside every checkpoint
+                self.trainer.datamodule.save_tokenizers(run_dir)
 
     def _teacher_forced(self, batch: Batch):
         out = self.model(batch.src, batch.src_lengths, batch.trg_in)  # logits (B, T, V)

@@ -155,6 +155,8 @@ def trained_checkpoint(tmp_path_factory):
 def test_fit_and_test_report_bleu_per_bucket(trained_checkpoint, capsys):
     ckpt = trained_checkpoint / "checkpoints" / "last.ckpt"
     main(["test", *M30K, "--trainer.default_root_dir", str(trained_checkpoint), "--ckpt_path", str(ckpt)])
+    saved = TextTokenizer.from_json((trained_checkpoint / "tokenizer.src.json").read_text(encoding="utf-8"))
+    assert saved.tokenize("ein Mann.") == ["▁ein", "▁Mann", "."]
     results = json.loads((trained_checkpoint / "test_results.json").read_text())
     assert {"bleu", "chrf"} <= set(results["overall"]) and "BLEU" in results["meta"]["sacrebleu"]
     assert all("bleu" in b for b in results["buckets"])
