@@ -31,7 +31,7 @@ class ExampleDataset(Dataset):
 
 
 class Seq2SeqDataModule(pl.LightningDataModule):
-    """Shared part: vocabularies, length-bucketed loaders, source texts for reports.
+    """Shared part: vocabularies and length-bucketed loaders.
 
     Subclasses set ``src_vocab``/``trg_vocab`` in ``__init__`` (the model's sizes
     are linked to them) and fill ``self.datasets[split]`` in ``setup``.
@@ -81,9 +81,6 @@ class Seq2SeqDataModule(pl.LightningDataModule):
 
     def predict_dataloader(self) -> DataLoader:
         return self.loader("test")
-
-    def source_tokens(self, split: str, index: int) -> list[str]:
-        return self.src_vocab.decode(self.datasets[split].examples[index].src)
 
 
 class ToyDataModule(Seq2SeqDataModule):
