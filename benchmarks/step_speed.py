@@ -1,6 +1,6 @@
 """Training-step and decoding speed of every flow x scorer on the reference model size.
 
-    python benchmarks/step_speed.py [--steps 5] [--threads N] [--quick]
+    python benchmarks/step_speed.py [--steps 5] [--threads N] [--quick] [--device cuda] [--bf16]
 
 Random data: batch 64, source and target length 30, embeddings 256, bidirectional
 GRU 256 per direction, decoder 512, vocabulary 8000. A training step is forward
@@ -20,6 +20,17 @@ from seq2seq_attn.modules import SCORERS, build_seq2seq
 from seq2seq_attn.search import beam_search, greedy_search
 
 B, S, T, V = 64, 30, 30, 8000
+DEVICE = torch.device("cpu")
+BF16 = False  # autocast to bfloat16 (forward of training steps, and decoding)
+
+
+def sync() -> None:
+    if DEVICE.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def autocast():
+    return torch.autocast(DEVICE.type, dtype=torch.bfloat16, enabled=BF16)
 
 
 def variants() -> list[tuple[str, str, bool]]:
@@ -41,7 +52,7 @@ def build(flow: str, attention: str, feed: bool):
         dec_hidden_size=512,
         input_feed=feed,
         dropout=0.2,
-    )
+    ).to(DEVICE)
 
 
 def batch():
@@ -50,7 +61,7 @@ def batch():
     lengths = torch.full((B,), S)
     trg_in = torch.randint(4, V, (B, T), generator=g)
     trg_out = torch.randint(4, V, (B, T), generator=g)
-    return src, lengths, trg_in, trg_out
+    return src.to(DEVICE), lengths.to(DEVICE), trg_in.to(DEVICE), trg_out.to(DEVICE)
 
 
 def time_training(model, steps: int) -> float:
@@ -59,16 +70,19 @@ def time_training(model, steps: int) -> float:
     model.train()
 
     def step():
-        logits = model(src, lengths, trg_in).logits
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, V), trg_out.reshape(-1))
+        with autocast():
+            logits = model(src, lengths, trg_in).logits
+        loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, V), trg_out.reshape(-1))
         optimiser.zero_grad(set_to_none=True)
         loss.backward()
         optimiser.step()
 
     step()  # warm-up
+    sync()
     start = time.perf_counter()
     for _ in range(steps):
         step()
+    sync()
     return steps / (time.perf_counter() - start)
 
 
@@ -76,15 +90,22 @@ def time_decoding(model, beam: int, repeats: int) -> float:
     src, lengths, _, _ = batch()
     model.eval()
 
+    @torch.no_grad()
     def run():
+        with autocast():
+            return search_once()
+
+    def search_once():
         if beam == 1:
             return greedy_search(model, src, lengths, 1, 2, max_len_a=1.0, max_len_b=0)
         return beam_search(model, src, lengths, 1, 2, beam_size=beam, max_len_a=1.0, max_len_b=0)
 
     run()
+    sync()
     start = time.perf_counter()
     for _ in range(repeats):
         run()
+    sync()
     return repeats * B / (time.perf_counter() - start)
 
 
@@ -93,7 +114,12 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=5, help="timed training steps per model")
     parser.add_argument("--threads", type=int, default=os.cpu_count(), help="torch threads (default: cores)")
     parser.add_argument("--quick", action="store_true", help="one Bahdanau, one Luong pair and the baseline")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--bf16", action="store_true", help="autocast to bfloat16")
+    parser.add_argument("--decode-repeats", type=int, default=2, help="greedy passes (beam: half)")
     args = parser.parse_args()
+    global DEVICE, BF16
+    DEVICE, BF16 = torch.device(args.device), args.bf16
     torch.set_num_threads(args.threads)
     rows = variants()
     if args.quick:
@@ -105,7 +131,7 @@ def main() -> None:
         ]
     print(
         f"torch {torch.__version__}, {args.threads} thread(s); batch {B}, S=T={S}, emb 256, "
-        f"biGRU 256/dir, decoder 512, vocab {V}"
+        f"biGRU 256/dir, decoder 512, vocab {V}; device {DEVICE}{', bf16 autocast' if BF16 else ', fp32'}"
     )
     print(
         f"{'flow':<10}{'attention':<12}{'feed':<6}{'train steps/s':>14}{'tokens/s':>10}"
@@ -114,8 +140,8 @@ def main() -> None:
     for flow, attention, feed in rows:
         model = build(flow, attention, feed)
         steps = time_training(model, args.steps)
-        greedy = time_decoding(model, 1, 2)
-        beam = time_decoding(model, 5, 1)
+        greedy = time_decoding(model, 1, args.decode_repeats)
+        beam = time_decoding(model, 5, max(1, args.decode_repeats // 2))
         feed_text = "-" if flow != "luong" else ("on" if feed else "off")
         print(
             f"{flow:<10}{attention:<12}{feed_text:<6}{steps:>14.2f}{steps * B * T:>10.0f}{greedy:>15.1f}{beam:>14.1f}",

@@ -40,6 +40,7 @@ def _search_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--beam", type=int, default=5, help="beam size (1 = greedy)")
     parser.add_argument("--alpha", type=float, default=0.6, help="length penalty of Wu et al. (2016)")
     parser.add_argument("--max-input-tokens", type=int, default=400, help="longer inputs are cut, with a warning")
+    parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:1, ... (default: cuda when present)")
 
 
 def _check_search(args) -> None:
@@ -48,6 +49,16 @@ def _check_search(args) -> None:
             f"need --beam >= 1, --alpha >= 0, --max-input-tokens >= 1; got {args.beam}, "
             f"{args.alpha}, {args.max_input_tokens}"
         )
+
+
+def _device(name: str) -> str:
+    import torch
+
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"--device {name}: no CUDA device is visible here; use --device cpu")
+    return name
 
 
 def _read_text(path: Optional[str]) -> list[str]:
@@ -70,7 +81,7 @@ def _translate(args, lines: list[str]) -> list[str]:
     """One detokenised output per input line; an empty line gives an empty output."""
     from seq2seq_attn.inference import load_model, text_codec, translate_tokens
 
-    module = load_model(args.ckpt)
+    module = load_model(args.ckpt, _device(args.device))
     codec = text_codec(module)
     tokens = [codec.tokenize(line) if line.strip() else [] for line in lines]
     cut = sum(len(t) > args.max_input_tokens for t in tokens)
