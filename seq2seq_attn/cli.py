@@ -9,6 +9,7 @@ and the tools around them::
 
     seq2seq-attn ablate experiments/ablations/toy_reverse.yaml [--out DIR] [--jobs N]
     seq2seq-attn report DIR
+    seq2seq-attn resume RUN_DIR            # continue a killed run from its last checkpoint
     seq2seq-attn translate --ckpt RUN.ckpt [--beam K] < source.txt > output.txt
     seq2seq-attn evaluate --ckpt RUN.ckpt --src FILE --ref FILE [--out results.json]
     seq2seq-attn data fetch multi30k
@@ -30,6 +31,7 @@ def _quiet() -> None:
     warnings.filterwarnings("ignore", message=".*does not have many workers.*")
     warnings.filterwarnings("ignore", message=".*LeafSpec.*")
     warnings.filterwarnings("ignore", message=".*skip_none parameter was deprecated.*")
+    warnings.filterwarnings("ignore", message=".*not recommended to provide both args and command line.*")
 
 
 def find_config_error(err: BaseException) -> Optional[ConfigError]:
@@ -80,6 +82,7 @@ def build_cli(args: Optional[list[str]] = None, run: bool = True):
     from pytorch_lightning.callbacks import ModelCheckpoint
     from pytorch_lightning.cli import LightningArgumentParser, LightningCLI
 
+    from seq2seq_attn.checkpointing import LastCheckpoint, RNGState
     from seq2seq_attn.data.datamodule import Seq2SeqDataModule
     from seq2seq_attn.inference import read_checkpoint_hparams
     from seq2seq_attn.lit_module import ARCHITECTURE_KEYS, Seq2SeqLitModule
@@ -96,6 +99,7 @@ def build_cli(args: Optional[list[str]] = None, run: bool = True):
 
     class Seq2SeqCLI(LightningCLI):
         def add_arguments_to_parser(self, parser) -> None:
+            parser.add_lightning_class_args(LastCheckpoint, "last_checkpoint")
             parser.link_arguments("data.src_vocab_size", "model.src_vocab_size", apply_on="instantiate")
             parser.link_arguments("data.trg_vocab_size", "model.trg_vocab_size", apply_on="instantiate")
 
@@ -132,6 +136,7 @@ def build_cli(args: Optional[list[str]] = None, run: bool = True):
         def _instantiate_trainer(self, config, callbacks):
             if config.get("enable_checkpointing") is False:  # our default best/last checkpoints step aside
                 self.trainer_defaults = {**self.trainer_defaults, "callbacks": []}
+                callbacks = [c for c in callbacks if not isinstance(c, LastCheckpoint)]
             return super()._instantiate_trainer(config, callbacks)
 
         def before_instantiate_classes(self) -> None:
@@ -142,9 +147,7 @@ def build_cli(args: Optional[list[str]] = None, run: bool = True):
                     "(or last.ckpt) of a finished run"
                 )
 
-    checkpoints = ModelCheckpoint(
-        monitor="val/loss", mode="min", filename="best", save_last=True, enable_version_counter=False
-    )
+    checkpoints = ModelCheckpoint(monitor="val/loss", mode="min", filename="best", enable_version_counter=False)
     return Seq2SeqCLI(
         Seq2SeqLitModule,
         Seq2SeqDataModule,
@@ -153,7 +156,11 @@ def build_cli(args: Optional[list[str]] = None, run: bool = True):
         args=args,
         run=run,
         seed_everything_default=1234,
-        trainer_defaults={"callbacks": [checkpoints], "default_root_dir": "runs"},
+        trainer_defaults={
+            "callbacks": [checkpoints, RNGState()],
+            "plugins": [{"class_path": "seq2seq_attn.checkpointing.SafeCheckpointIO"}],
+            "default_root_dir": "runs",
+        },
         save_config_kwargs={"overwrite": True},
     )
 

@@ -1,4 +1,4 @@
-"""The commands beside LightningCLI's: ablate, report, translate, evaluate, data fetch."""
+"""The commands beside LightningCLI's: ablate, report, resume, translate, evaluate, data fetch."""
 
 import argparse
 import sys
@@ -21,6 +21,20 @@ def ablate_command(argv: list[str]) -> None:
     if args.jobs < 0:
         raise ConfigError(f"--jobs must be >= 0, got {args.jobs}")
     ablate(args.grid, args.out, args.jobs, args.retry_failed, args.dry_run)
+
+
+def resume_command(argv: list[str]) -> None:
+    from seq2seq_attn.checkpointing import resume_args
+    from seq2seq_attn.cli import build_cli
+
+    if not argv or argv[0] in ("-h", "--help"):
+        print(
+            "usage: seq2seq-attn resume RUN_DIR [fit overrides ...]\n\n"
+            "Continue a stopped or killed run from RUN_DIR/checkpoints/last.ckpt with the run's own\n"
+            "config.yaml, writing into the same folder. Overrides such as --trainer.max_epochs 20 extend it."
+        )
+        return
+    build_cli(resume_args(argv[0]) + argv[1:])
 
 
 def report_command(argv: list[str]) -> None:
@@ -179,6 +193,7 @@ def data_command(argv: list[str]) -> None:
 TOOL_COMMANDS = {
     "ablate": ablate_command,
     "report": report_command,
+    "resume": resume_command,
     "translate": translate_command,
     "evaluate": evaluate_command,
     "data": data_command,

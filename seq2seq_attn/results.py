@@ -11,14 +11,14 @@ from typing import Any, Sequence, Union
 PathLike = Union[str, Path]
 
 
-def write_atomic(path: PathLike, text: str) -> Path:
-    """Write to a temporary file in the same folder, then rename over ``path``."""
+def write_atomic(path: PathLike, data: Union[str, bytes, memoryview]) -> Path:
+    """Write text or bytes to a temporary file in the same folder, sync it, then rename over ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "w", encoding="utf-8") if isinstance(data, str) else os.fdopen(fd, "wb") as handle:
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)

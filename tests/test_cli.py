@@ -101,6 +101,9 @@ def test_short_training_reaches_exact_match_and_writes_buckets(tmp_path, capsys)
     with pytest.raises(SystemExit):  # the checkpoint was trained with another scorer
         run("test", "--model.attention", "dot", "--ckpt_path", ckpt)
     assert "checkpoint has attention='additive' but --model.attention says 'dot'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # data with another vocabulary than the model's
+        run("test", "--data.init_args.num_symbols", "12", "--ckpt_path", ckpt)
+    assert "checkpoint has src_vocab_size=24 but the config says 16" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
@@ -110,6 +113,14 @@ def test_short_training_reaches_exact_match_and_writes_buckets(tmp_path, capsys)
         (["--model.atention", "dot"], "unknown config key 'model.atention'; did you mean model.attention"),
         (["--data.init_args.task", "revers"], "data.task: Expected a typing.Literal['copy', 'reverse', 'sort']"),
         (["--model.hidden_size", "-4"], "model.hidden_size: Not of type PositiveInt"),
+        (["--model.hidden_size", "abc"], "model.hidden_size: Not of type PositiveInt"),
+        (["--model.flow", "bahdanu"], "unknown flow 'bahdanu': choose one of ['bahdanau', 'luong', 'none']"),
+        (["--model.cell", "rnnx"], "unknown cell 'rnnx': choose one of ['gru', 'lstm']"),
+        (
+            ["--model.attention", "dot", "--model.flow", "luong", "--model.dec_hidden_size", "50"],
+            "attention 'dot' needs equal query and key sizes, got decoder 50 and encoder output 128",
+        ),
+        (["--model.dropout", "1.5"], "dropout must be in [0, 1), got 1.5"),
         (["--ckpt_path", "missing.ckpt"], "checkpoint not found: missing.ckpt"),
     ],
 )

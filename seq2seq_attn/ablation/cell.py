@@ -4,7 +4,8 @@
 
 Writes ``CELL_DIR/result.json`` (atomically, last) on success, or
 ``CELL_DIR/error.json`` with a one-line message on failure. A cell with a
-``result.json`` is finished; the runner never runs it again.
+``result.json`` is finished; the runner never runs it again. A cell that was
+killed continues from its ``checkpoints/last.ckpt``.
 """
 
 import json
@@ -13,6 +14,7 @@ import time
 import traceback
 from pathlib import Path
 
+from seq2seq_attn.checkpointing import LAST
 from seq2seq_attn.results import write_json
 
 RESULT, ERROR = "result.json", "error.json"
@@ -21,7 +23,7 @@ RESULT, ERROR = "result.json", "error.json"
 def logger_args(cell_dir: Path) -> list[str]:
     """A CSV logger writing into the cell folder, so metrics and checkpoints land there."""
     csv_logger = {
-        "class_path": "pytorch_lightning.loggers.CSVLogger",
+        "class_path": "seq2seq_attn.loggers.CSVLogger",
         "init_args": {"save_dir": str(cell_dir), "name": "", "version": ""},
     }
     return ["--trainer.logger", json.dumps(csv_logger)]
@@ -33,7 +35,8 @@ def run(cell_dir: Path, args: list[str]) -> dict:
     overrides = ["--trainer.default_root_dir", str(cell_dir), "--trainer.enable_progress_bar", "false"]
     cli = build_cli([*args, *overrides, *logger_args(cell_dir)], run=False)
     start = time.time()
-    cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    last = cell_dir / "checkpoints" / LAST  # a cell killed earlier continues where it stopped
+    cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=last if last.is_file() else None)
     fit_seconds = time.time() - start
     ckpt = cli.trainer.checkpoint_callback.best_model_path or None
     cli.trainer.test(cli.model, datamodule=cli.datamodule, ckpt_path=ckpt)
@@ -57,6 +60,9 @@ def main() -> None:
 
         cause = find_config_error(err) or err
         message = f"{type(cause).__name__}: {cause}".splitlines()[0]
+        last = cell_dir / "checkpoints" / LAST
+        if last.is_file() and str(last) not in message:
+            message += f" (last good checkpoint: {last})"
         write_json(cell_dir / ERROR, {"error": message, "traceback": traceback.format_exc()})
         print(f"error: {message}", file=sys.stderr)
         sys.exit(1)

@@ -1,15 +1,23 @@
 """Run every cell of a grid in its own process, resumably, then report.
 
+Killing the runner (even with SIGKILL) ends its cells too; running the same
+command again runs only what is missing, and a cell that was cut short
+continues from its last checkpoint. ``results.csv`` is rebuilt from the cells'
+``result.json`` files and written atomically, so it is never truncated or
+duplicated.
+
 Layout of the output folder::
 
     DIR/grid.yaml                 the grid that was run (copied)
     DIR/cells/<cell>/cell.json    the cell's overrides
     DIR/cells/<cell>/result.json  written last by a finished cell (never run again)
     DIR/cells/<cell>/error.json   a failed cell's one-line error (+ traceback)
-    DIR/cells/<cell>/log.txt      the cell's output
+    DIR/cells/<cell>/log.txt      the cell's output (appended to when a killed cell resumes)
+    DIR/cells/<cell>/checkpoints/ best.ckpt, last.ckpt: a killed cell continues from last.ckpt
     DIR/results.csv, summary.md, degradation.png, attention.png
 """
 
+import contextlib
 import json
 import os
 import shutil
@@ -22,6 +30,7 @@ from typing import Optional
 from seq2seq_attn.ablation.cell import ERROR, RESULT
 from seq2seq_attn.ablation.grid import Cell, Grid
 from seq2seq_attn.ablation.report import write_report, write_results_csv
+from seq2seq_attn.errors import ConfigError
 from seq2seq_attn.results import write_json
 
 
@@ -36,15 +45,45 @@ def status(out: Path, cell: Cell) -> str:
     return "failed" if (folder / ERROR).is_file() else "missing"
 
 
+def _die_with_runner() -> None:
+    """In a cell process: end when the runner ends, even by SIGKILL (Linux), so no orphan races a rerun."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+@contextlib.contextmanager
+def _exclusive(out: Path):
+    """One runner per output folder: a second one would run the same cells into the same folders."""
+    import fcntl
+
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / ".runner.lock", "a+") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ConfigError(
+                f"another `seq2seq-attn ablate` is running on {out}: wait for it to finish or pass another --out"
+            ) from None
+        yield
+
+
 def _launch(out: Path, cell: Cell, grid: Grid, threads: int) -> subprocess.Popen:
     folder = cell_dir(out, cell)
     folder.mkdir(parents=True, exist_ok=True)
     write_json(folder / "cell.json", {"name": cell.name, "overrides": cell.as_dict()})
     args = [a for c in grid.configs for a in ("--config", str(c))] + grid.fixed_args() + cell.cli_args()
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), "PYTHONUNBUFFERED": "1"}
-    log = open(folder / "log.txt", "w")
+    log = open(folder / "log.txt", "a")  # a resumed cell keeps the log of its earlier attempt
     command = [sys.executable, "-m", "seq2seq_attn.ablation.cell", str(folder), "--", *args]
-    return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+    linux = sys.platform.startswith("linux")
+    return subprocess.Popen(
+        command, stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_runner if linux else None
+    )
 
 
 def _describe(out: Path, cell: Cell, metric: str) -> str:
@@ -109,13 +148,13 @@ def ablate(
         for cell in todo:
             print(f"  would run {cell.name}")
         return out_dir
-    out_dir.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(grid.path, out_dir / "grid.yaml")
-    jobs = jobs or min(os.cpu_count() or 1, 8)
-    start = time.time()
-    run_cells(out_dir, grid, todo, max(1, min(jobs, len(todo) or 1)))
-    if todo:
-        print(f"ran {len(todo)} cell(s) in {time.time() - start:.0f} s")
-    write_results_csv(out_dir)
-    write_report(out_dir, grid.metric)
+    with _exclusive(out_dir):
+        shutil.copyfile(grid.path, out_dir / "grid.yaml")
+        jobs = jobs or min(os.cpu_count() or 1, 8)
+        start = time.time()
+        run_cells(out_dir, grid, todo, max(1, min(jobs, len(todo) or 1)))
+        if todo:
+            print(f"ran {len(todo)} cell(s) in {time.time() - start:.0f} s")
+        write_results_csv(out_dir)
+        write_report(out_dir, grid.metric)
     return out_dir

@@ -3,10 +3,11 @@
 from typing import Literal, Optional
 
 import pytorch_lightning as pl
+import torch
 from torch.utils.data import DataLoader, Dataset
 
 from seq2seq_attn.data.collate import collate
-from seq2seq_attn.data.sampler import BucketBatchSampler
+from seq2seq_attn.data.sampler import BucketBatchSampler, ResumableLoader
 from seq2seq_attn.data.toy import Example, make_examples, toy_vocab
 from seq2seq_attn.data.vocab import Vocab
 from seq2seq_attn.errors import ConfigError
@@ -68,7 +69,12 @@ class Seq2SeqDataModule(pl.LightningDataModule):
         sampler = BucketBatchSampler(
             dataset.src_lengths, self.batch_size, self.max_tokens, shuffle=shuffle, seed=self.seed
         )
-        return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate, num_workers=self.num_workers)
+        loader = ResumableLoader if split == "train" else DataLoader  # training resumes mid-epoch
+        # its own generator: starting a pass must not draw from the global one (exact resumes)
+        generator = torch.Generator().manual_seed(self.seed)
+        return loader(
+            dataset, batch_sampler=sampler, collate_fn=collate, num_workers=self.num_workers, generator=generator
+        )
 
     def train_dataloader(self) -> DataLoader:
         return self.loader("train", shuffle=True)

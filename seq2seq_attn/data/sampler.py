@@ -1,9 +1,9 @@
-"""Length-bucketed batching: similar lengths together, batch order shuffled."""
+"""Length-bucketed batching (similar lengths together, batch order shuffled) that resumes mid-epoch."""
 
-from typing import Iterator, Sequence
+from typing import Iterator, Optional, Sequence
 
 import numpy as np
-from torch.utils.data import Sampler
+from torch.utils.data import DataLoader, Sampler
 
 
 class BucketBatchSampler(Sampler[list[int]]):
@@ -34,6 +34,7 @@ class BucketBatchSampler(Sampler[list[int]]):
         self.seed = seed
         self.pool_batches = pool_batches
         self.epoch = 0
+        self.skip = 0  # batches of this epoch to leave out (set when resuming mid-epoch)
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
@@ -66,7 +67,42 @@ class BucketBatchSampler(Sampler[list[int]]):
         return batches
 
     def __iter__(self) -> Iterator[list[int]]:
-        return iter(self._batches())
+        return iter(self._batches()[self.skip :])
 
     def __len__(self) -> int:
         return len(self._batches())
+
+
+class ResumableLoader(DataLoader):
+    """A DataLoader over a :class:`BucketBatchSampler` that can resume in the middle of an epoch.
+
+    Lightning stores ``state_dict()`` in every checkpoint and hands it back through
+    ``load_state_dict`` when a run resumes (its stateful-loader interface). The
+    next pass over the loader then skips the batches of that epoch that were
+    already trained on; the batch order itself depends only on the seed and the
+    epoch, so the resumed run sees exactly the batches the interrupted one would have.
+    """
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._consumed = 0  # batches handed out in the current pass
+        self._resume_at: Optional[dict] = None
+
+    def state_dict(self) -> dict:
+        return {"epoch": self.batch_sampler.epoch, "consumed": self._consumed}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._resume_at = dict(state)
+
+    def __iter__(self) -> Iterator:
+        # a generator: nothing runs until the first batch is asked for, after Lightning's set_epoch
+        resume, self._resume_at = self._resume_at, None
+        skip = resume["consumed"] if resume and resume["epoch"] == self.batch_sampler.epoch else 0
+        self.batch_sampler.skip = skip
+        self._consumed = skip
+        try:
+            for batch in super().__iter__():
+                self._consumed += 1
+                yield batch
+        finally:
+            self.batch_sampler.skip = 0

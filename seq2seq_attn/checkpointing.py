@@ -1,0 +1,169 @@
+"""Checkpoints a killed run can resume from, exactly.
+
+- :class:`SafeCheckpointIO` writes every checkpoint to a temporary file, syncs
+  it and renames it over the old one (a kill during a save leaves the previous
+  checkpoint intact, never half a file), and loads with ``weights_only=True``, so
+  a crafted checkpoint given to resume, fit or test cannot run code.
+- :class:`LastCheckpoint` keeps ``checkpoints/last.ckpt`` fresh every N optimizer
+  steps and at the end of every epoch, and never saves non-finite weights.
+- :class:`RNGState` carries the random generators' states in every checkpoint
+  and restores them just before the first resumed batch, so dropout continues
+  as in an uninterrupted run (the data order is restored by
+  :class:`~seq2seq_attn.data.sampler.ResumableLoader`).
+- :func:`resume_args` turns a run folder into the ``fit`` arguments that resume it
+  in place (``seq2seq-attn resume RUN_DIR``).
+"""
+
+import io
+import json
+import pickle
+import random
+from pathlib import Path
+from typing import Any, Optional, Union
+
+import numpy as np
+import pytorch_lightning as pl
+import torch
+import yaml
+from jsonargparse.typing import NonNegativeInt
+from pytorch_lightning.plugins.io import TorchCheckpointIO
+
+from seq2seq_attn.errors import ConfigError
+from seq2seq_attn.results import write_atomic
+
+LAST = "last.ckpt"
+
+
+class SafeCheckpointIO(TorchCheckpointIO):
+    """Atomic saves (temporary file, fsync, rename) and loads that never unpickle code."""
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: Union[str, Path], storage_options=None) -> None:
+        buffer = io.BytesIO()
+        torch.save(checkpoint, buffer)
+        path = Path(path)
+        for stale in path.parent.glob(f".{path.name}.*.tmp"):  # left by a process killed mid-save
+            stale.unlink(missing_ok=True)
+        write_atomic(path, buffer.getbuffer())
+
+    def load_checkpoint(self, path, map_location=None, weights_only=None) -> dict[str, Any]:
+        path = Path(path)
+        try:
+            return super().load_checkpoint(path, map_location=map_location, weights_only=True)
+        except (pickle.UnpicklingError, EOFError) as err:
+            first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            raise ConfigError(
+                f"cannot load {path} safely: {first[:160]}: it is not an intact seq2seq-attn checkpoint"
+            ) from err
+
+
+def checkpoint_dir(trainer: "pl.Trainer") -> Path:
+    """Where this run's checkpoints go: beside ModelCheckpoint's, else ``<log dir>/checkpoints``."""
+    for callback in trainer.checkpoint_callbacks:
+        if getattr(callback, "dirpath", None):
+            return Path(callback.dirpath)
+    return Path(trainer.log_dir or trainer.default_root_dir) / "checkpoints"
+
+
+class LastCheckpoint(pl.Callback):
+    """Saves ``checkpoints/last.ckpt`` every ``every_n_steps`` optimizer steps and at the end of each epoch.
+
+    A killed run resumes from it with ``seq2seq-attn resume RUN_DIR`` and loses at
+    most ``every_n_steps`` steps (0: only after validations). Weights that are no
+    longer finite are never saved: training stops with a FloatingPointError and the
+    last good checkpoint stays.
+    """
+
+    def __init__(self, every_n_steps: NonNegativeInt = 100) -> None:
+        self.every_n_steps = every_n_steps
+        self._saved_step = -1
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        step = trainer.global_step
+        last_of_epoch = batch_idx + 1 >= trainer.num_training_batches  # saved at the epoch's end instead
+        if self.every_n_steps and step % self.every_n_steps == 0 and step != self._saved_step and not last_of_epoch:
+            self.save(trainer, pl_module)
+
+    def on_train_epoch_end(self, trainer, pl_module) -> None:
+        # after the epoch's validation: a resumed run starts the next epoch (saving in
+        # on_validation_end instead makes Lightning skip an epoch on resume)
+        self.save(trainer, pl_module)
+
+    def save(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule") -> None:
+        path = checkpoint_dir(trainer) / LAST
+        for name, param in pl_module.named_parameters():
+            if not torch.isfinite(param).all():
+                kept = f"the last good checkpoint {path} is kept" if path.is_file() else "no checkpoint was saved"
+                raise FloatingPointError(
+                    f"weight {name} is not finite at step {trainer.global_step}: training diverged; {kept}; "
+                    "lower the lr or clip gradients (trainer.gradient_clip_val)"
+                )
+        trainer.save_checkpoint(path, weights_only=False)
+        self._saved_step = trainer.global_step
+
+
+class RNGState(pl.Callback):
+    """Random generators' states in every checkpoint, restored before the first resumed batch."""
+
+    def __init__(self) -> None:
+        self._pending: Optional[dict] = None
+
+    def state_dict(self) -> dict[str, Any]:
+        numpy_state = np.random.get_state(legacy=False)
+        return {
+            "torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+            "python": random.getstate(),
+            "numpy": {"key": numpy_state["state"]["key"].tolist(), "pos": numpy_state["state"]["pos"]},
+        }
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self._pending = state_dict  # applied at the first batch: loading data may still draw numbers
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        state, self._pending = self._pending, None
+        if state is None:
+            return
+        torch.set_rng_state(state["torch"])
+        if state["cuda"] and torch.cuda.is_available() and len(state["cuda"]) == torch.cuda.device_count():
+            torch.cuda.set_rng_state_all(state["cuda"])
+        version, internal, gauss = state["python"]
+        random.setstate((version, tuple(internal), gauss))
+        key = np.asarray(state["numpy"]["key"], dtype=np.uint32)
+        np.random.set_state({"bit_generator": "MT19937", "state": {"key": key, "pos": state["numpy"]["pos"]}})
+
+
+def _in_place(logger: Any, run_dir: Path) -> Any:
+    """A logger config that writes into ``run_dir`` itself (and continues its W&B run)."""
+    if isinstance(logger, list):
+        return [_in_place(item, run_dir) for item in logger]
+    if not isinstance(logger, dict) or "class_path" not in logger:
+        return logger
+    args = dict(logger.get("init_args") or {})
+    if logger["class_path"].endswith("WandbLogger"):
+        run_file = run_dir / "wandb_run.json"
+        if run_file.is_file():
+            args.update(id=json.loads(run_file.read_text())["id"], resume="allow")
+    else:  # CSV and TensorBoard loggers: save_dir/name/version -> run_dir
+        args.update(save_dir=str(run_dir), name="", version="")
+    return {**logger, "init_args": args}
+
+
+def resume_args(run_dir: Union[str, Path]) -> list[str]:
+    """``fit`` arguments that resume the run in ``run_dir`` from its last checkpoint, in the same folder."""
+    run_dir = Path(run_dir)
+    config, last = run_dir / "config.yaml", run_dir / "checkpoints" / LAST
+    if not config.is_file():
+        raise ConfigError(
+            f"no config.yaml in {run_dir}: pass the folder of a run started with `seq2seq-attn fit` "
+            "(it holds config.yaml and checkpoints/)"
+        )
+    if not last.is_file():
+        raise ConfigError(
+            f"no checkpoints/{LAST} in {run_dir}: the run saved no checkpoint before it stopped; "
+            f"start it again with `seq2seq-attn fit --config {config}`"
+        )
+    logger = (yaml.safe_load(config.read_text()) or {}).get("trainer", {}).get("logger")
+    args = ["fit", "--config", str(config), "--ckpt_path", str(last)]
+    if isinstance(logger, (dict, list)):
+        args += ["--trainer.logger", json.dumps(_in_place(logger, run_dir))]
+    return args

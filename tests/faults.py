@@ -1,0 +1,63 @@
+"""Fault injection for the reliability tests (imported by training subprocesses via PYTHONPATH).
+
+Each callback is named in a ``--trainer.callbacks`` argument of a real ``seq2seq-attn`` process.
+The kills strike once per run folder (a marker file remembers), like a real crash: the
+resumed run, which reads the same config.yaml, goes on.
+"""
+
+import os
+import signal
+from pathlib import Path
+
+import pytorch_lightning as pl
+import torch
+
+
+def first_time(trainer, name: str) -> bool:
+    marker = Path(trainer.log_dir) / f".{name}"
+    if marker.exists():
+        return False
+    marker.touch()
+    return True
+
+
+class KillAt(pl.Callback):
+    """SIGKILL this process as training is about to run the step after ``step``."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if trainer.global_step == self.step and first_time(trainer, "killed"):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+class KillDuringSave(pl.Callback):
+    """SIGKILL this process in the middle of writing the first checkpoint saved after ``step``.
+
+    The checkpoint's bytes are in the temporary file, the rename has not happened.
+    """
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if trainer.global_step == self.step and first_time(trainer, "killed_during_save"):
+            import seq2seq_attn.results as results
+
+            def die(fd: int) -> None:
+                os.kill(os.getpid(), signal.SIGKILL)
+
+            results.os.fsync = die
+
+
+class NaNAt(pl.Callback):
+    """Make the weights NaN at ``step`` in the run seeded with ``seed`` (a diverging cell)."""
+
+    def __init__(self, step: int, seed: int) -> None:
+        self.step, self.seed = step, seed
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if trainer.global_step == self.step and os.environ.get("PL_GLOBAL_SEED") == str(self.seed):
+            with torch.no_grad():
+                next(pl_module.parameters()).fill_(float("nan"))
