@@ -4,9 +4,10 @@ Plain PyTorch and Python (no Lightning): :class:`Seq2SeqLitModule` feeds it one
 batch at a time and asks for the summary at the end of the epoch.
 """
 
-from typing import Optional, Protocol, Sequence
+from typing import Any, Optional, Protocol, Sequence
 
 import torch
+import torch.distributed as dist
 from torch import Tensor
 
 from seq2seq_attn.data.collate import Batch
@@ -22,6 +23,15 @@ from seq2seq_attn.metrics import (
     text_scores_by_bucket,
 )
 from seq2seq_attn.search import Hypotheses
+
+
+def all_gather(obj: Any) -> list:
+    """``obj`` of every DDP process, in rank order; ``[obj]`` without DDP."""
+    if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
+        return [obj]
+    gathered: list = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, obj)
+    return gathered
 
 
 class TextSource(Protocol):
@@ -88,6 +98,29 @@ class Evaluation:
                     "weights": weights,
                 }
             )
+
+    def merge_ranks(self) -> None:
+        """Under DDP: gather every process's examples, so each holds the whole split, each example once.
+
+        The batches a process repeats to even out the shards are dropped by example index.
+        """
+        local = ([{k: v.detach().cpu() for k, v in r.items()} for r in self.records], self.hyps, self.attention_maps)
+        gathered = all_gather(local)
+        if len(gathered) == 1:
+            return
+        seen: set[int] = set()
+        self.records, self.hyps, self.attention_maps = [], [], []
+        for records, _, _ in gathered:
+            for rec in records:
+                index = rec["index"].long().tolist()
+                keep = torch.tensor([i not in seen for i in index])
+                seen.update(index)
+                if keep.any():
+                    self.records.append({k: v[keep] for k, v in rec.items()})
+        self.hyps = sorted({i: ids for _, hyps, _ in gathered for i, ids in hyps}.items())
+        maps = {m["index"]: m for _, _, attention_maps in gathered for m in attention_maps}
+        self.attention_maps = [maps[i] for i in sorted(maps)]
+        self.decoded = len(self.hyps)
 
     def _text_scores(self, edges: Sequence[int]) -> tuple[dict, dict]:
         if self.text is None or not self.hyps:

@@ -15,7 +15,7 @@ from jsonargparse.typing import NonNegativeFloat, NonNegativeInt, PositiveFloat,
 from seq2seq_attn.data.collate import Batch
 from seq2seq_attn.data.vocab import BOS_ID, EOS_ID, PAD_ID, Vocab
 from seq2seq_attn.errors import ConfigError
-from seq2seq_attn.evaluation import Evaluation
+from seq2seq_attn.evaluation import Evaluation, all_gather
 from seq2seq_attn.metrics import DEFAULT_BUCKETS, format_table, sacrebleu_signature
 from seq2seq_attn.modules import build_seq2seq
 from seq2seq_attn.results import environment_info, write_json, write_test_results
@@ -202,13 +202,16 @@ class Seq2SeqLitModule(pl.LightningModule):
         self._start_evaluation("val")
 
     def validation_step(self, batch: Batch, batch_idx: int) -> None:
-        self._evaluate(batch, self._evaluation.decoded < self.hparams.val_decode_limit, beam_size=1)
+        limit = self.hparams.val_decode_limit // self.trainer.world_size  # shared across DDP processes
+        self._evaluate(batch, self._evaluation.decoded < limit, beam_size=1)
 
     def on_validation_epoch_end(self) -> None:
+        self._evaluation.merge_ranks()  # every process now holds the whole split: same metrics everywhere
         metrics, _ = self._evaluation.summary(self.hparams.test_buckets)
         for name in ("loss", "ppl", "token_acc", "exact_match", "bleu", "chrf", "align_acc", "attn_entropy"):
             if name in metrics:
-                self.log(f"val/{name}", metrics[name], prog_bar=name in ("loss", "exact_match", "bleu"))
+                prog_bar = name in ("loss", "exact_match", "bleu")
+                self.log(f"val/{name}", metrics[name], prog_bar=prog_bar, sync_dist=True)
 
     def on_test_epoch_start(self) -> None:
         self._start_evaluation("test")
@@ -217,10 +220,11 @@ class Seq2SeqLitModule(pl.LightningModule):
         self._evaluate(batch, decode=True, beam_size=self.hparams.beam_size)
 
     def on_test_epoch_end(self) -> None:
+        self._evaluation.merge_ranks()
         overall, buckets = self._evaluation.summary(self.hparams.test_buckets)
         for name, value in overall.items():
             if name != "count":
-                self.log(f"test/{name}", value)
+                self.log(f"test/{name}", value, sync_dist=True)
         self.test_results = {"overall": overall, "buckets": buckets}
         if self.trainer.is_global_zero:
             meta = {k: self.hparams[k] for k in ARCHITECTURE_KEYS if k in self.hparams}
@@ -252,7 +256,8 @@ class Seq2SeqLitModule(pl.LightningModule):
         return lines
 
     def on_predict_epoch_end(self) -> None:
-        lines = [line for _, line in sorted(self._predictions)]
+        by_index = {i: line for part in all_gather(self._predictions) for i, line in part}  # DDP: each once
+        lines = [by_index[i] for i in sorted(by_index)]
         if self.trainer.is_global_zero:
             path = self.results_dir() / "predictions.txt"
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -31,6 +31,15 @@ class ExampleDataset(Dataset):
         return [len(ex.src) for ex in self.examples]
 
 
+def check_distributed_sampling(trainer: Optional["pl.Trainer"]) -> None:
+    """Our batch sampler shards itself across DDP processes: Lightning must not inject its own."""
+    if trainer is not None and trainer.world_size > 1 and trainer._accelerator_connector.use_distributed_sampler:
+        raise ConfigError(
+            "distributed runs need trainer.use_distributed_sampler: false (the length-bucketed batches are "
+            "split across processes by this package): add --config experiments/trainers/ddp.yaml"
+        )
+
+
 class Seq2SeqDataModule(pl.LightningDataModule):
     """Shared part: vocabularies and length-bucketed loaders.
 
@@ -63,6 +72,7 @@ class Seq2SeqDataModule(pl.LightningDataModule):
         return len(self.trg_vocab)
 
     def loader(self, split: str, shuffle: bool = False) -> DataLoader:
+        check_distributed_sampling(getattr(self, "trainer", None))
         if split not in self.datasets:
             self.setup(None)
         dataset = self.datasets[split]

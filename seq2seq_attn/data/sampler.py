@@ -1,8 +1,10 @@
 """Length-bucketed batching (similar lengths together, batch order shuffled) that resumes mid-epoch."""
 
+import math
 from typing import Iterator, Optional, Sequence
 
 import numpy as np
+import torch.distributed as dist
 from torch.utils.data import DataLoader, Sampler
 
 
@@ -15,7 +17,8 @@ class BucketBatchSampler(Sampler[list[int]]):
     at most that many padded source tokens. Without ``shuffle`` the batches
     follow length order, which is the cheapest for evaluation. The permutation
     depends only on ``seed`` and the epoch (Lightning calls ``set_epoch``), so a
-    resumed run sees the same batches.
+    resumed run sees the same batches. Under DDP each process takes its share of
+    the batches itself (run with ``trainer.use_distributed_sampler: false``).
     """
 
     def __init__(
@@ -66,11 +69,29 @@ class BucketBatchSampler(Sampler[list[int]]):
             batches.append(current)
         return batches
 
+    def _shard(self) -> list[list[int]]:
+        """This process's batches: under DDP every rank takes every R-th batch, padded to equal counts
+        (the padding repeats early batches; evaluation counts each example once by its index)."""
+        batches = self._batches()
+        ranks, rank = _world()
+        if ranks == 1:
+            return batches
+        per_rank = math.ceil(len(batches) / ranks)
+        padded = batches + batches[: per_rank * ranks - len(batches)]
+        return padded[rank::ranks]
+
     def __iter__(self) -> Iterator[list[int]]:
-        return iter(self._batches()[self.skip :])
+        return iter(self._shard()[self.skip :])
 
     def __len__(self) -> int:
-        return len(self._batches())
+        return len(self._shard())
+
+
+def _world() -> tuple[int, int]:
+    """(number of processes, this one's rank) of the running DDP job; (1, 0) without one."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_world_size(), dist.get_rank()
+    return 1, 0
 
 
 class ResumableLoader(DataLoader):

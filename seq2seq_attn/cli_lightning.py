@@ -1,0 +1,134 @@
+"""The LightningCLI of ``seq2seq-attn`` (fit, validate, test, predict).
+
+Module-level classes, so that DDP's spawned processes can pickle what refers to them;
+imported lazily by :mod:`seq2seq_attn.cli`, which stays fast for the tool commands.
+"""
+
+import difflib
+import re
+import sys
+from pathlib import Path
+from typing import Optional
+
+from pytorch_lightning.callbacks import ModelCheckpoint
+from pytorch_lightning.cli import LightningArgumentParser, LightningCLI
+
+from seq2seq_attn.checkpointing import LastCheckpoint, RNGState
+from seq2seq_attn.data.datamodule import Seq2SeqDataModule, check_distributed_sampling
+from seq2seq_attn.errors import ConfigError
+from seq2seq_attn.inference import read_checkpoint_hparams
+from seq2seq_attn.lit_module import ARCHITECTURE_KEYS, Seq2SeqLitModule
+
+
+def condense_error(message: str, valid_keys: list[str]) -> str:
+    """Turn jsonargparse's nested, multi-line error into one line with a suggestion.
+
+    ``Parser key "data": ... Parser key "task": Expected a Literal[...]`` becomes
+    ``data.task: Expected a Literal[...]``; an unknown key gets the closest valid ones.
+    """
+    lines = [line.strip(" -") for line in message.strip().splitlines() if line.strip(" -")]
+    unknown = re.search(
+        r"unrecognized arguments: (?:--)?([\w.]+)|No action for key \"([\w.]+)\"|"
+        r"does not accept option '([\w.]+)'",
+        message,
+    )
+    if unknown:
+        bad = next(g for g in unknown.groups() if g)
+        close = difflib.get_close_matches(bad, valid_keys, n=3, cutoff=0.6)
+        hint = f"; did you mean {', '.join(close)}?" if close else "; run with --help for the valid keys"
+        return f"unknown config key {bad!r}{hint}"
+    reasons = [
+        line
+        for line in lines
+        if re.search(r"Expected a|Not of type|does not conform|not a valid|must be|Unable|not found", line)
+        and "NoneType" not in line
+    ]
+    reason = reasons[0] if reasons else lines[0]
+    keys = re.findall(r'[Kk]ey "([\w.]+)"', message)
+    nested = re.match(r"([\w.]+): (.*)", reason)
+    if nested:
+        keys, reason = keys + [nested.group(1)], nested.group(2)
+    path = ".".join(dict.fromkeys(keys))
+    return f"{path}: {reason}" if path else reason
+
+
+class Parser(LightningArgumentParser):
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs["allow_abbrev"] = False  # a typo must not silently match a longer key
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str, ex: Optional[Exception] = None):
+        parser = getattr(ex, "subcommand_parser", None) or self
+        keys = [o.lstrip("-") for o in parser._option_string_actions if o.startswith("--")]
+        raise ConfigError(condense_error(message, keys)) from ex
+
+
+class Seq2SeqCLI(LightningCLI):
+    def add_arguments_to_parser(self, parser) -> None:
+        parser.add_lightning_class_args(LastCheckpoint, "last_checkpoint")
+        parser.link_arguments("data.src_vocab_size", "model.src_vocab_size", apply_on="instantiate")
+        parser.link_arguments("data.trg_vocab_size", "model.trg_vocab_size", apply_on="instantiate")
+
+    def parse_arguments(self, parser, args) -> None:
+        self.raw_args = [str(a) for a in (sys.argv[1:] if args is None else args)] if not isinstance(args, dict) else []
+        super().parse_arguments(parser, args)
+
+    def _parse_ckpt_path(self) -> None:
+        """Build the model the checkpoint holds: its architecture wins over the configs.
+
+        Lightning would replace every model setting with the checkpoint's; here only the
+        architecture is taken from it, so test-time settings (beam, buckets) stay the
+        user's, and an architecture flag on the command line that contradicts the
+        checkpoint is an error rather than silently ignored.
+        """
+        subcommand = self.config.get("subcommand")
+        ckpt = self.config[subcommand].get("ckpt_path") if subcommand else None
+        if not ckpt or not Path(ckpt).is_file():
+            return
+        saved = read_checkpoint_hparams(ckpt)
+        for key in ARCHITECTURE_KEYS:
+            if key not in saved or key.endswith("vocab_size"):
+                continue
+            given = self.config[f"{subcommand}.model.{key}"]
+            if given != saved[key] and any(a.split("=")[0] == f"--model.{key}" for a in self.raw_args):
+                raise ConfigError(
+                    f"checkpoint has {key}={saved[key]!r} but --model.{key} says {given!r}: drop the flag "
+                    "(the checkpoint's architecture is used) or train a new model"
+                )
+            self.config[f"{subcommand}.model.{key}"] = saved[key]
+
+    def _instantiate_trainer(self, config, callbacks):
+        if config.get("enable_checkpointing") is False:  # our default best/last checkpoints step aside
+            self.trainer_defaults = {**self.trainer_defaults, "callbacks": []}
+            callbacks = [c for c in callbacks if not isinstance(c, LastCheckpoint)]
+        trainer = super()._instantiate_trainer(config, callbacks)
+        check_distributed_sampling(trainer)  # here, before DDP spawns processes
+        return trainer
+
+    def before_instantiate_classes(self) -> None:
+        ckpt = self.config.get(self.subcommand, {}).get("ckpt_path")
+        if ckpt and ckpt not in ("best", "last", "hpc", "registry") and not Path(ckpt).is_file():
+            raise ConfigError(
+                f"checkpoint not found: {ckpt}: pass --ckpt_path RUN_DIR/checkpoints/best.ckpt "
+                "(or last.ckpt) of a finished run"
+            )
+
+
+def build_cli(args: Optional[list[str]] = None, run: bool = True) -> LightningCLI:
+    """Construct the LightningCLI (``run=False`` only parses and instantiates)."""
+    checkpoints = ModelCheckpoint(monitor="val/loss", mode="min", filename="best", enable_version_counter=False)
+    return Seq2SeqCLI(
+        Seq2SeqLitModule,
+        Seq2SeqDataModule,
+        subclass_mode_data=True,
+        parser_class=Parser,
+        args=args,
+        run=run,
+        seed_everything_default=1234,
+        trainer_defaults={
+            "callbacks": [checkpoints, RNGState()],
+            "plugins": [{"class_path": "seq2seq_attn.checkpointing.SafeCheckpointIO"}],
+            "default_root_dir": "runs",
+        },
+        save_config_kwargs={"overwrite": True},
+    )
