@@ -11,7 +11,7 @@
   as in an uninterrupted run (the data order is restored by
   :class:`~seq2seq_attn.data.sampler.ResumableLoader`).
 - :func:`resume_args` turns a run folder into the ``fit`` arguments that resume it
-  in place (``seq2seq-attn resume RUN_DIR``).
+  in place, continuing its W&B run if it had one (``seq2seq-attn resume RUN_DIR``).
 """
 
 import io
@@ -133,18 +133,12 @@ class RNGState(pl.Callback):
 
 
 def _in_place(logger: Any, run_dir: Path) -> Any:
-    """A logger config that writes into ``run_dir`` itself (and continues its W&B run)."""
+    """A logger config that writes into ``run_dir`` itself (CSV, TensorBoard: save_dir/name/version)."""
     if isinstance(logger, list):
         return [_in_place(item, run_dir) for item in logger]
     if not isinstance(logger, dict) or "class_path" not in logger:
         return logger
-    args = dict(logger.get("init_args") or {})
-    if logger["class_path"].endswith("WandbLogger"):
-        run_file = run_dir / "wandb_run.json"
-        if run_file.is_file():
-            args.update(id=json.loads(run_file.read_text())["id"], resume="allow")
-    else:  # CSV and TensorBoard loggers: save_dir/name/version -> run_dir
-        args.update(save_dir=str(run_dir), name="", version="")
+    args = {**(logger.get("init_args") or {}), "save_dir": str(run_dir), "name": "", "version": ""}
     return {**logger, "init_args": args}
 
 
@@ -166,4 +160,7 @@ def resume_args(run_dir: Union[str, Path]) -> list[str]:
     args = ["fit", "--config", str(config), "--ckpt_path", str(last)]
     if isinstance(logger, (dict, list)):
         args += ["--trainer.logger", json.dumps(_in_place(logger, run_dir))]
+    wandb_run = run_dir / "wandb_run.json"
+    if wandb_run.is_file():  # continue the same W&B run
+        args += ["--wandb.id", json.loads(wandb_run.read_text())["id"]]
     return args

@@ -45,8 +45,13 @@ def find_config_error(err: BaseException) -> Optional[ConfigError]:
 def build_cli(args: Optional[list[str]] = None, run: bool = True):
     """Construct the LightningCLI (``run=False`` only parses and instantiates)."""
     from seq2seq_attn.cli_lightning import build_cli as build
+    from seq2seq_attn.loggers import finish_wandb
 
-    return build(args, run)
+    try:
+        return build(args, run)
+    finally:
+        if run:
+            finish_wandb()
 
 
 def main(argv: Optional[list[str]] = None) -> None:

@@ -18,6 +18,8 @@ from seq2seq_attn.data.datamodule import Seq2SeqDataModule, check_distributed_sa
 from seq2seq_attn.errors import ConfigError
 from seq2seq_attn.inference import read_checkpoint_hparams
 from seq2seq_attn.lit_module import ARCHITECTURE_KEYS, Seq2SeqLitModule
+from seq2seq_attn.loggers import WandbConfig, make_wandb_logger
+from seq2seq_attn.wandb_reports import WandbReports
 
 
 def condense_error(message: str, valid_keys: list[str]) -> str:
@@ -66,6 +68,7 @@ class Parser(LightningArgumentParser):
 class Seq2SeqCLI(LightningCLI):
     def add_arguments_to_parser(self, parser) -> None:
         parser.add_lightning_class_args(LastCheckpoint, "last_checkpoint")
+        parser.add_class_arguments(WandbConfig, "wandb", instantiate=False)
         parser.link_arguments("data.src_vocab_size", "model.src_vocab_size", apply_on="instantiate")
         parser.link_arguments("data.trg_vocab_size", "model.trg_vocab_size", apply_on="instantiate")
 
@@ -101,9 +104,27 @@ class Seq2SeqCLI(LightningCLI):
         if config.get("enable_checkpointing") is False:  # our default best/last checkpoints step aside
             self.trainer_defaults = {**self.trainer_defaults, "callbacks": []}
             callbacks = [c for c in callbacks if not isinstance(c, LastCheckpoint)]
+        options = WandbConfig(**self._config()["wandb"])
+        if options.enabled:
+            config["logger"] = self._with_wandb(config, options)
+            callbacks = [*callbacks, WandbReports(options.heatmaps, options.samples)]
         trainer = super()._instantiate_trainer(config, callbacks)
         check_distributed_sampling(trainer)  # here, before DDP spawns processes
         return trainer
+
+    def _with_wandb(self, config, options: WandbConfig) -> list:
+        """The configured logger(s) plus a W&B run that lives in the same run folder."""
+        loggers = config.get("logger")
+        loggers = [] if loggers in (None, False, True) else list(loggers) if isinstance(loggers, list) else [loggers]
+        first = loggers[0] if loggers else None
+        run_dir = Path(first.log_dir) if first is not None and first.log_dir else Path(config["default_root_dir"])
+        name = f"{first.name}/{run_dir.name}" if first is not None and first.name else run_dir.name
+        job_type = self.subcommand or "fit"  # run=False (ablation cells): fit, then test in the same run
+        return [*loggers, make_wandb_logger(options, self._config().as_dict(), job_type, run_dir, name)]
+
+    def _config(self):
+        """This run's config (with ``run=False`` there is no subcommand level)."""
+        return self.config[self.subcommand] if self.subcommand else self.config
 
     def before_instantiate_classes(self) -> None:
         ckpt = self.config.get(self.subcommand, {}).get("ckpt_path")

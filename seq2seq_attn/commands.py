@@ -1,4 +1,4 @@
-"""The commands beside LightningCLI's: ablate, report, resume, translate, evaluate, data fetch."""
+"""The commands beside LightningCLI's: ablate, cell, report, resume, translate, evaluate, data fetch."""
 
 import argparse
 import sys
@@ -17,10 +17,43 @@ def ablate_command(argv: list[str]) -> None:
     parser.add_argument("--jobs", type=int, default=0, help="cells run in parallel (default: cores, at most 8)")
     parser.add_argument("--retry-failed", action="store_true", help="run cells that failed before again")
     parser.add_argument("--dry-run", action="store_true", help="list the cells that would run, run nothing")
+    parser.add_argument("--emit-sweep", metavar="SWEEP.yaml", help="write the grid as a W&B sweep config, run nothing")
     args = parser.parse_args(argv)
     if args.jobs < 0:
         raise ConfigError(f"--jobs must be >= 0, got {args.jobs}")
+    if args.emit_sweep:
+        from seq2seq_attn.ablation.grid import Grid
+        from seq2seq_attn.ablation.runner import default_out
+        from seq2seq_attn.ablation.sweep import emit_sweep
+
+        grid = Grid.load(args.grid)
+        emit_sweep(grid, args.emit_sweep, Path(args.out) if args.out else default_out(grid))
+        return
     ablate(args.grid, args.out, args.jobs, args.retry_failed, args.dry_run)
+
+
+def cell_command(argv: list[str]) -> None:
+    from seq2seq_attn.ablation.cell import run_and_record
+    from seq2seq_attn.ablation.grid import Grid
+    from seq2seq_attn.ablation.runner import cell_args, cell_dir, default_out
+    from seq2seq_attn.ablation.sweep import cell_from_args
+
+    parser = argparse.ArgumentParser(
+        prog="seq2seq-attn cell",
+        description="Fit and test one cell of a grid, with W&B on (what `wandb agent` runs for --emit-sweep).",
+    )
+    parser.add_argument("grid", help="the grid file the sweep was made from")
+    parser.add_argument("--out", help="ablation folder (default: runs/ablations/<grid name>)")
+    args, overrides = parser.parse_known_args(argv)
+    grid = Grid.load(args.grid)
+    cell, reason = cell_from_args(grid, overrides)
+    if cell is None:
+        print(f"skipping {' '.join(overrides)}: {reason}")
+        return
+    out = Path(args.out) if args.out else default_out(grid)
+    code = run_and_record(cell_dir(out, cell), [*cell_args(grid, cell), "--wandb.enabled", "true"])
+    if code:
+        sys.exit(code)
 
 
 def resume_command(argv: list[str]) -> None:
@@ -38,14 +71,26 @@ def resume_command(argv: list[str]) -> None:
 
 
 def report_command(argv: list[str]) -> None:
-    from seq2seq_attn.ablation.report import write_report
+    from seq2seq_attn.ablation.report import collect_runs, write_report, write_results_csv
 
-    parser = argparse.ArgumentParser(prog="seq2seq-attn report", description="Redraw an ablation's report.")
-    parser.add_argument("dir", help="an ablation output folder holding results.csv")
+    parser = argparse.ArgumentParser(
+        prog="seq2seq-attn report",
+        description="Redraw an ablation's report, or (--runs) build one from tested run folders, without W&B.",
+    )
+    parser.add_argument("dir", help="an ablation output folder (with --runs: where the report goes)")
+    parser.add_argument("--runs", metavar="ROOT", help="collect every run under ROOT that has a test_results.json")
     parser.add_argument("--metric", default="exact_match", help="metric of the main table and plot")
     args = parser.parse_args(argv)
-    if not (Path(args.dir) / "results.csv").is_file():
-        raise ConfigError(f"no results.csv in {args.dir}: pass the folder an ablation wrote (its --out)")
+    if args.runs:
+        if not Path(args.runs).is_dir():
+            raise ConfigError(f"--runs {args.runs}: not a folder; pass the folder your runs are in, e.g. runs")
+        found = collect_runs(Path(args.runs), Path(args.dir))
+        if not found:
+            raise ConfigError(f"no tested runs under {args.runs}: run `seq2seq-attn test --ckpt_path ...` first")
+        print(f"collected {found} tested run(s) from {args.runs} into {args.dir}")
+        write_results_csv(Path(args.dir))
+    elif not (Path(args.dir) / "results.csv").is_file():
+        raise ConfigError(f"no results.csv in {args.dir}: pass the folder an ablation wrote (its --out), or use --runs")
     write_report(Path(args.dir), args.metric)
 
 
@@ -192,6 +237,7 @@ def data_command(argv: list[str]) -> None:
 
 TOOL_COMMANDS = {
     "ablate": ablate_command,
+    "cell": cell_command,
     "report": report_command,
     "resume": resume_command,
     "translate": translate_command,

@@ -76,28 +76,44 @@ class Evaluation:
         rec["index"] = batch.index.float()
         if self.text is not None:  # buckets of real text count source words, not subword tokens
             rec["src_len"] = torch.tensor([float(self.text.source_length(self.split, i)) for i in batch.index.tolist()])
+        refs = [row[row != PAD_ID][:-1].tolist() for row in batch.trg_out]  # without EOS
+        outputs = None
         if hyp is not None:
             outputs = hyp.to_lists()
-            refs = [row[row != PAD_ID][:-1].tolist() for row in batch.trg_out]  # without EOS
             rec["exact"] = exact_match(outputs, refs)
             self.hyps.extend(zip(batch.index.tolist(), outputs))
             self.decoded += len(batch)
-            self._keep_attention_maps(batch, hyp, outputs)
+        self._keep_examples(batch, refs, weights, hyp, outputs)
         self.records.append(rec)
 
-    def _keep_attention_maps(self, batch: Batch, hyp: Hypotheses, outputs: list[list[int]]) -> None:
+    def _keep_examples(self, batch, refs, weights, hyp, outputs) -> None:
+        """Attention maps and texts of the fixed examples ``0..attention_examples-1``.
+
+        Validation keeps the teacher-forced maps (rows: reference tokens), so the same
+        examples are drawn at every validation; test keeps the decoded ones.
+        """
         for row in (batch.index < self.attention_examples).nonzero().flatten().tolist():
-            tokens, n_src = outputs[row], int(batch.src_lengths[row])
+            index, n_src = int(batch.index[row]), int(batch.src_lengths[row])
             src = batch.src[row, :n_src].tolist()
-            weights = None if hyp.weights is None else hyp.weights[row, : len(tokens), :n_src].tolist()
-            self.attention_maps.append(
-                {
-                    "index": int(batch.index[row]),
-                    "src": self.src_vocab.decode(src) if self.src_vocab else src,
-                    "hyp": self.trg_vocab.decode(tokens) if self.trg_vocab else tokens,
-                    "weights": weights,
-                }
-            )
+            if self.split == "val" or outputs is None:
+                tokens = refs[row]
+                rows = None if weights is None else weights[row, : len(tokens), :n_src].tolist()
+            else:
+                tokens = outputs[row]
+                rows = None if hyp.weights is None else hyp.weights[row, : len(tokens), :n_src].tolist()
+            item = {
+                "index": index,
+                "src": self._tokens(self.src_vocab, src),
+                "hyp": self._tokens(self.trg_vocab, tokens),
+            }
+            item["ref"] = self._tokens(self.trg_vocab, refs[row])
+            if outputs is not None:
+                item["output"] = self._tokens(self.trg_vocab, outputs[row])
+            self.attention_maps.append({**item, "weights": rows})
+
+    @staticmethod
+    def _tokens(vocab: Optional[Vocab], ids: list[int]) -> list:
+        return vocab.decode(ids) if vocab else ids
 
     def merge_ranks(self) -> None:
         """Under DDP: gather every process's examples, so each holds the whole split, each example once.
@@ -149,4 +165,5 @@ class Evaluation:
         return overall, buckets
 
     def sorted_attention_maps(self) -> list[dict]:
+        """Kept examples by index: ``src``, ``hyp`` (the map rows), ``ref``, ``output`` if decoded, ``weights``."""
         return sorted(self.attention_maps, key=lambda m: m["index"])

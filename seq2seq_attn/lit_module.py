@@ -190,7 +190,7 @@ class Seq2SeqLitModule(pl.LightningModule):
     def _start_evaluation(self, split: str) -> None:
         datamodule = getattr(self.trainer, "datamodule", None)
         text = datamodule if hasattr(datamodule, "reference") else None
-        examples = self.hparams.attention_examples if split == "test" else 0
+        examples = self.hparams.attention_examples
         self._evaluation = Evaluation(self.trg_vocab, self.src_vocab, split, text, examples)
 
     def _evaluate(self, batch: Batch, decode: bool, beam_size: int) -> None:

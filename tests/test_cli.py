@@ -147,4 +147,5 @@ def test_unknown_or_missing_command_lists_all_commands(argv, capsys):
         main(argv)
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
-    assert "choose one of ['fit', 'validate', 'test', 'predict', 'ablate', 'report'" in err and err.count("\n") == 1
+    assert "choose one of ['fit', 'validate', 'test', 'predict', 'ablate', 'cell', 'report', 'resume'" in err
+    assert err.count("\n") == 1

@@ -15,6 +15,7 @@ import traceback
 from pathlib import Path
 
 from seq2seq_attn.checkpointing import LAST
+from seq2seq_attn.loggers import finish_wandb
 from seq2seq_attn.results import write_json
 
 RESULT, ERROR = "result.json", "error.json"
@@ -48,14 +49,13 @@ def run(cell_dir: Path, args: list[str]) -> dict:
     return results
 
 
-def main() -> None:
-    cell_dir = Path(sys.argv[1])
-    args = sys.argv[3:] if sys.argv[2:3] == ["--"] else sys.argv[2:]
+def run_and_record(cell_dir: Path, args: list[str]) -> int:
+    """Run the cell; ``result.json`` on success, a one-line ``error.json`` on failure. Returns an exit code."""
     cell_dir.mkdir(parents=True, exist_ok=True)
     (cell_dir / ERROR).unlink(missing_ok=True)
     try:
         results = run(cell_dir, args)
-    except BaseException as err:  # noqa: BLE001 - every failure is recorded, then re-raised as an exit code
+    except BaseException as err:  # noqa: BLE001 - every failure is recorded, then returned as an exit code
         from seq2seq_attn.cli import find_config_error
 
         cause = find_config_error(err) or err
@@ -65,8 +65,17 @@ def main() -> None:
             message += f" (last good checkpoint: {last})"
         write_json(cell_dir / ERROR, {"error": message, "traceback": traceback.format_exc()})
         print(f"error: {message}", file=sys.stderr)
-        sys.exit(1)
+        return 1
+    finally:
+        finish_wandb()
     write_json(cell_dir / RESULT, results)
+    return 0
+
+
+def main() -> None:
+    cell_dir = Path(sys.argv[1])
+    args = sys.argv[3:] if sys.argv[2:3] == ["--"] else sys.argv[2:]
+    sys.exit(run_and_record(cell_dir, args))
 
 
 if __name__ == "__main__":

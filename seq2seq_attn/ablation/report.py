@@ -36,9 +36,16 @@ def _bounds(label: str) -> tuple[Optional[int], Optional[int]]:
     return int(lo), int(hi)
 
 
+def _column(key: str) -> str:
+    """``model.attention`` -> ``attention``; ``model.cell`` -> ``rnn_cell`` (``cell`` names the grid cell)."""
+    name = key.split(".")[-1]
+    return "rnn_cell" if name == "cell" else name
+
+
 def cell_rows(folder: Path) -> list[dict]:
     """Rows of one finished cell: its overrides as columns, one row per bucket x metric."""
-    config = {k.split(".")[-1]: v for k, v in json.loads((folder / "cell.json").read_text())["overrides"].items()}
+    overrides = json.loads((folder / "cell.json").read_text())["overrides"]
+    config = {_column(k): v for k, v in overrides.items()}
     result = json.loads((folder / "result.json").read_text())
     train_max = result.get("meta", {}).get("train_max_length")
     rows = []
@@ -62,6 +69,40 @@ def cell_rows(folder: Path) -> list[dict]:
                 }
             )
     return rows
+
+
+def collect_runs(root: Path, out: Path) -> int:
+    """Lay out the tested runs under ``root`` like an ablation's cells in ``out``; returns how many.
+
+    Every folder with a ``test_results.json`` (what ``seq2seq-attn test`` writes beside a
+    checkpoint's run) becomes a cell keyed by attention, flow, input feeding, cell and seed,
+    so ``write_report`` draws the same table and plots as for a grid: the local stand-in for
+    the W&B dashboard.
+    """
+    import shutil
+
+    import yaml
+
+    count = 0
+    for results in sorted(Path(root).rglob("test_results.json")):
+        run = results.parent
+        if Path(out).resolve() in run.resolve().parents or run.parent.name == "cells":
+            continue  # a report folder's own copies, or an ablation's cells (report those with `report DIR`)
+        meta = json.loads(results.read_text()).get("meta", {})
+        config = yaml.safe_load((run / "config.yaml").read_text()) if (run / "config.yaml").is_file() else {}
+        overrides = {f"model.{key}": meta.get(key) for key in ("attention", "flow", "cell")}
+        if meta.get("flow") == "luong":
+            overrides["model.input_feed"] = meta.get("input_feed")
+        overrides["seed_everything"] = (config or {}).get("seed_everything")
+        name = run.relative_to(root).as_posix().replace("/", "__") or run.name
+        folder = Path(out) / "cells" / name
+        folder.mkdir(parents=True, exist_ok=True)
+        write_atomic(folder / "cell.json", json.dumps({"name": name, "overrides": overrides, "run": str(run)}))
+        shutil.copyfile(results, folder / "result.json")
+        if (run / "test_attention.json").is_file():
+            shutil.copyfile(run / "test_attention.json", folder / "test_attention.json")
+        count += 1
+    return count
 
 
 def write_results_csv(out: Path) -> Optional[Path]:

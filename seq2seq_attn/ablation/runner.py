@@ -34,6 +34,10 @@ from seq2seq_attn.errors import ConfigError
 from seq2seq_attn.results import write_json
 
 
+def default_out(grid: Grid) -> Path:
+    return Path("runs") / "ablations" / grid.name
+
+
 def cell_dir(out: Path, cell: Cell) -> Path:
     return out / "cells" / cell.name
 
@@ -72,11 +76,17 @@ def _exclusive(out: Path):
         yield
 
 
+def cell_args(grid: Grid, cell: Cell) -> list[str]:
+    """The LightningCLI arguments of a cell; with W&B on, its run is named after the cell, grouped by grid."""
+    configs = [a for c in grid.configs for a in ("--config", str(c))]
+    return [*configs, *grid.fixed_args(), *cell.cli_args(), "--wandb.group", grid.name, "--wandb.name", cell.name]
+
+
 def _launch(out: Path, cell: Cell, grid: Grid, threads: int) -> subprocess.Popen:
     folder = cell_dir(out, cell)
     folder.mkdir(parents=True, exist_ok=True)
     write_json(folder / "cell.json", {"name": cell.name, "overrides": cell.as_dict()})
-    args = [a for c in grid.configs for a in ("--config", str(c))] + grid.fixed_args() + cell.cli_args()
+    args = cell_args(grid, cell)
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), "PYTHONUNBUFFERED": "1"}
     log = open(folder / "log.txt", "a")  # a resumed cell keeps the log of its earlier attempt
     command = [sys.executable, "-m", "seq2seq_attn.ablation.cell", str(folder), "--", *args]
@@ -130,7 +140,7 @@ def ablate(
 ) -> Path:
     """Run what is missing of the grid, then write the results table, summary and plots."""
     grid = Grid.load(grid_path)
-    out_dir = Path(out or Path("runs") / "ablations" / grid.name)
+    out_dir = Path(out) if out else default_out(grid)
     cells, skipped = grid.cells()
     reasons: dict[str, list[str]] = {}
     for cell, reason in skipped:
