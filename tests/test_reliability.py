@@ -126,6 +126,10 @@ def test_resume_explains_a_folder_it_cannot_resume(tmp_path):
     (tmp_path / "config.yaml").write_text("trainer: {}\n")
     with pytest.raises(ConfigError, match="no checkpoints/last.ckpt.*seq2seq-attn fit --config"):
         resume_args(tmp_path)
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "last.ckpt").write_bytes(b"")
+    (tmp_path / "wandb_run.json").write_text('{"id": "abc123"}')
+    assert resume_args(tmp_path)[-2:] == ["--wandb.id", "abc123"]  # the W&B run continues too
 
 
 def cell_processes(out: Path) -> list[int]:
