@@ -88,6 +88,10 @@ class LastCheckpoint(pl.Callback):
         # on_validation_end instead makes Lightning skip an epoch on resume)
         self.save(trainer, pl_module)
 
+    def on_train_end(self, trainer, pl_module) -> None:
+        if trainer.global_step != self._saved_step:  # stopped by max_time/max_steps mid-epoch
+            self.save(trainer, pl_module)
+
     def save(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule") -> None:
         path = checkpoint_dir(trainer) / LAST
         for name, param in pl_module.named_parameters():

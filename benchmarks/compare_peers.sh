@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Ours vs Joey NMT 2.3.0 and OpenNMT-py 3.5.1 on the shared Multi30k model, one after another, in one
+# invocation; prints the issue-7 ratios. Never run anything else on the machine meanwhile.
+#
+#   bash benchmarks/compare_peers.sh                 # throughput + peak RSS (about 25 min on 2 cores)
+#   BUDGET_MIN=10 bash benchmarks/compare_peers.sh bleu   # + equal-budget training, decoding and BLEU
+#
+# The peers come from ../shared/tools/peers (PEERS_HARNESS): it makes their venvs (torch 2.13.0 CPU
+# first), tokenises the data and writes their configs; its results land in $PEERS_WORK (default
+# runs/peers) and ours in $PEERS_WORK/ours. Set PEERS=... to choose the peers (default: all four).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+HARNESS=${PEERS_HARNESS:-../shared/tools/peers}
+export PEERS_WORK=${PEERS_WORK:-$PWD/runs/peers}
+export S2S_DATA_ROOT=${S2S_DATA_ROOT:-$PWD/../shared/data}
+PY=${PY:-.venv/bin/python}
+PEERS=${PEERS:-onmt_general onmt_mlp joey_luong joey_bahdanau}
+BUDGET_MIN=${BUDGET_MIN:-10}
+mkdir -p "$PEERS_WORK/ours"
+
+[ -x "$PEERS_WORK/opennmt/venv/bin/onmt_train" ] || bash "$HARNESS/run_peers.sh" setup
+[ -s "$PEERS_WORK/data/tok/vocab.en" ] || bash "$HARNESS/run_peers.sh" data
+bash "$HARNESS/run_peers.sh" tput $PEERS
+OMP_NUM_THREADS=2 $PY benchmarks/throughput.py --variants peers --json "$PEERS_WORK/ours/throughput.json"
+
+if [ "${1:-}" = bleu ]; then
+    bash "$HARNESS/run_peers.sh" bleu $PEERS
+    run="$PEERS_WORK/ours/budget"
+    rm -rf "$run"
+    OMP_NUM_THREADS=2 $PY -m seq2seq_attn.cli fit --config experiments/base.yaml \
+        --config experiments/multi30k_de_en/base.yaml --config experiments/multi30k_de_en/luong_additive.yaml \
+        --trainer.max_epochs 1000 --trainer.max_time "00:00:$(printf %02d "$BUDGET_MIN"):00" \
+        --trainer.limit_val_batches 0 --trainer.num_sanity_val_steps 0 --trainer.enable_progress_bar false \
+        --trainer.logger.init_args.save_dir "$run" --trainer.logger.init_args.name "" \
+        --trainer.logger.init_args.version "" >"$PEERS_WORK/ours/budget.log" 2>&1
+    for beam in 1 5; do
+        start=$(date +%s.%N)
+        OMP_NUM_THREADS=2 $PY -m seq2seq_attn.cli translate --ckpt "$run/checkpoints/last.ckpt" --beam $beam \
+            --device cpu --input <(gunzip -c "$S2S_DATA_ROOT/multi30k/test_2016_flickr.de.gz") \
+            --output "$PEERS_WORK/ours/beam$beam.txt"
+        end=$(date +%s.%N)
+        bleu=$($PY benchmarks/harness_bleu.py "$PEERS_WORK/ours/beam$beam.txt")
+        echo "{\"beam\": $beam, \"wall_s\": $(echo "$end - $start" | bc), \"bleu\": $bleu}" >"$PEERS_WORK/ours/decode_beam$beam.json"
+    done
+fi
+bash "$HARNESS/run_peers.sh" table >"$PEERS_WORK/RESULTS.md"
+$PY benchmarks/peer_ratios.py "$PEERS_WORK"

@@ -1,0 +1,80 @@
+"""The issue-7 ratios from one compare_peers.sh run: ours / the fastest peer, target by target.
+
+python benchmarks/peer_ratios.py PEERS_WORK
+"""
+
+import json
+import sys
+from pathlib import Path
+
+
+def load(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def main() -> None:
+    work = Path(sys.argv[1])
+    peers = {p.stem: load(p) for p in sorted((work / "results").glob("*.json"))}
+    ours = load(work / "ours" / "throughput.json")
+    rows = {(r["flow"], r["attention"], r["input_feed"], r["precision"]): r for r in ours.get("rows", [])}
+
+    def peer_tput(names):
+        found = {n: peers[n]["tput"]["norm_tgt_tok_per_s"] for n in names if peers.get(n, {}).get("tput")}
+        return max(found.items(), key=lambda kv: kv[1]) if found else (None, None)
+
+    lines = ["| target | ours | fastest peer | ratio | goal | met |", "|---|---|---|---|---|---|"]
+
+    def add(label, mine, peer, goal, lower_is_better=False):
+        if mine is None or peer[1] is None:
+            lines.append(f"| {label} | {mine} | {peer[0]}: {peer[1]} | - | {goal} | not measured |")
+            return
+        ratio = mine / peer[1]
+        met = ratio <= goal if lower_is_better else ratio >= goal
+        lines.append(
+            f"| {label} | {mine:.0f} | {peer[0]}: {peer[1]:.0f} | {ratio:.2f}x | "
+            f"{'<=' if lower_is_better else '>='} {goal}x | {'yes' if met else 'NO'} |"
+        )
+
+    def mine(flow, attention, feed, precision, key="norm_tok_per_s"):
+        row = rows.get((flow, attention, feed, precision))
+        return row.get(key) if row else None
+
+    general, additive = ["onmt_general", "joey_luong"], ["onmt_mlp", "joey_bahdanau"]
+    everyone = general + additive
+    add("train tok/s, Luong general + feeding, fp32", mine("luong", "general", True, "32"), peer_tput(general), 1.25)
+    add("train tok/s, Luong additive + feeding, fp32", mine("luong", "additive", True, "32"), peer_tput(additive), 1.25)
+    add("train tok/s, Luong general no feeding, fp32", mine("luong", "general", False, "32"), peer_tput(everyone), 1.5)
+    add("train tok/s, Luong general + feeding, bf16", mine("luong", "general", True, "bf16"), peer_tput(everyone), 2.5)
+    for key, label in (("greedy", "greedy"), ("beam5", "beam 5")):
+        found = {n: p["decode"][key]["sents_per_s"] for n, p in peers.items() if p.get("decode", {}).get(key)}
+        best = max(found.items(), key=lambda kv: kv[1]) if found else (None, None)
+        add(f"decode sent/s, {label}", mine("luong", "general", True, "32", f"{key}_sents_per_s"), best, 2.0)
+    onmt_rss = [p["tput"]["peak_rss_mb"] for n, p in peers.items() if n.startswith("onmt") and p.get("tput")]
+    our_rss = [r["peak_rss_mb"] for r in rows.values() if r["precision"] == "32"]
+    add(
+        "peak RSS MB (training)",
+        max(our_rss) if our_rss else None,
+        ("OpenNMT-py", max(onmt_rss) if onmt_rss else None),
+        0.5,
+        True,
+    )
+    print("\n".join(lines))
+    if ours:
+        rates = ours["gemm_gflops"]
+        print(
+            f"\nGEMM GFLOP/s measured in this run: fp32 {rates['fp32_2048']:.0f}, bf16 {rates['bf16_2048']:.0f}; "
+            "training model-FLOP rate as a share of each:"
+        )
+        for r in ours["rows"]:
+            print(
+                f"  {r['flow']} {r['attention']} feed={r['input_feed']} {r['precision']}: "
+                f"{100 * r['share_fp32_gemm']:.0f}% of fp32, {100 * r['share_bf16_gemm']:.0f}% of bf16"
+            )
+    bleu = {n: p["decode"]["beam5"]["bleu"] for n, p in peers.items() if p.get("decode", {}).get("beam5")}
+    ours_bleu = load(work / "ours" / "decode_beam5.json").get("bleu")
+    if bleu or ours_bleu:
+        print(f"\nBLEU (harness way, beam 5) after the same budget: ours {ours_bleu}; peers {bleu}")
+
+
+if __name__ == "__main__":
+    main()

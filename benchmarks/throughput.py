@@ -1,0 +1,227 @@
+"""Training and decoding speed of the shared Multi30k model, peak RSS, GEMM rates and utilisation.
+
+    python benchmarks/throughput.py [--variants quick|all] [--precisions 32 bf16] [--steps 320] [--json FILE]
+
+The shared model of the peer comparison (issue 7): Multi30k de->en, word vocabularies of up to
+8000 per side (min frequency 2), embeddings 256, biGRU 256 per direction, GRU decoder 512,
+dropout 0.2, Adam 1e-3, gradient-norm clip 5, 64 sentences per batch, 2 threads, CPU.
+
+Each (flow, scorer, precision) trains in its own process for ``--steps`` updates on real,
+length-bucketed Multi30k batches; the rate is measured over updates ``warmup+1 .. steps``
+(21-320, as the peer harness does), then the process decodes test_2016_flickr (1000
+sentences) greedily and with beam 5. Peak RSS is the process's maximum resident set.
+Training FLOPs per update are counted with torch's FlopCounterMode on real batches, and
+the achieved model FLOP rate is reported as a share of the fp32 and bf16 GEMM rates that
+this same run measures. "tok/s" counts real target tokens (with EOS, without padding);
+"norm tok/s" is sentences/s x the harness's mean target length (its lowercase regex
+tokenisation), the number the peer harness reports, so the two compare directly.
+"""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+# (flow, scorer, input feeding); "peers": the models the peer comparison needs
+PEERS = [("luong", "general", True), ("luong", "additive", True), ("luong", "general", False)]
+QUICK = [("bahdanau", "additive", True), *PEERS]
+VARIANTS = {
+    "peers": PEERS,
+    "quick": QUICK,
+    "all": QUICK
+    + [
+        ("bahdanau", "general", True),
+        ("luong", "dot", True),
+        ("luong", "concat", True),
+        ("luong", "dot", False),
+        ("none", "none", True),
+    ],
+}
+
+
+def gemm_rate(dtype: torch.dtype, m: int, k: int, n: int, seconds: float = 1.5) -> float:
+    """GFLOP/s of an (m x k) @ (k x n) matmul in ``dtype`` on this machine, now."""
+    a, b = torch.randn(m, k).to(dtype), torch.randn(k, n).to(dtype)
+    for _ in range(3):
+        a @ b
+    runs, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        a @ b
+        runs += 1
+    return 2 * m * k * n * runs / (time.perf_counter() - start) / 1e9
+
+
+def harness_mean_target_length(data_root: Path) -> float:
+    """Mean target length of train.en as the peer harness counts it (lowercase regex tokens + EOS)."""
+    import gzip
+
+    pattern = re.compile(r"\w+|[^\w\s]")
+    with gzip.open(data_root / "multi30k" / "train.en.gz", "rt", encoding="utf-8") as handle:
+        lengths = [len(pattern.findall(line.strip().lower())) + 1 for line in handle]
+    return sum(lengths) / len(lengths)
+
+
+def worker(flow: str, attention: str, feed: bool, precision: str, steps: int, warmup: int, decode: bool) -> dict:
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from seq2seq_attn.data.parallel import ParallelDataModule
+    from seq2seq_attn.data.vocab import BOS_ID, EOS_ID, PAD_ID
+    from seq2seq_attn.modules import build_seq2seq
+    from seq2seq_attn.search import search
+
+    torch.manual_seed(42)
+    data = ParallelDataModule(corpus="multi30k", tokenizer="word", vocab_size=8000, min_freq=2, max_length=100)
+    data.setup("fit")
+    model = build_seq2seq(
+        data.src_vocab_size,
+        data.trg_vocab_size,
+        attention=attention,
+        flow=flow,
+        emb_size=256,
+        hidden_size=256,
+        dec_hidden_size=512,
+        input_feed=feed,
+        dropout=0.2,
+        pad_id=PAD_ID,
+    )
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    bf16 = precision == "bf16"
+
+    def update(batch) -> None:
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):  # what Lightning's bf16-mixed does
+            logits = model(batch.src, batch.src_lengths, batch.trg_in).logits
+        loss = torch.nn.functional.cross_entropy(logits.float().transpose(1, 2), batch.trg_out, ignore_index=PAD_ID)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+        optimizer.step()
+
+    model.train()
+    batches, tokens, sentences, flops = iter(data.train_dataloader()), 0, 0, []
+    for step in range(1, steps + 1):
+        try:
+            batch = next(batches)
+        except StopIteration:
+            batches = iter(data.train_dataloader())
+            batch = next(batches)
+        if step == warmup + 1:
+            start = time.perf_counter()
+        if step in (warmup // 2, warmup // 2 + 1, warmup // 2 + 2):  # FLOPs of real updates, outside the window
+            with FlopCounterMode(display=False) as counter:
+                update(batch)
+            flops.append((counter.get_total_flops(), int((batch.trg_out != PAD_ID).sum())))
+            continue
+        update(batch)
+        if step > warmup:
+            tokens += int((batch.trg_out != PAD_ID).sum())
+            sentences += len(batch)
+    elapsed = time.perf_counter() - start
+    flops_per_token = sum(f for f, _ in flops) / sum(t for _, t in flops)
+    result = {
+        "flow": flow,
+        "attention": attention,
+        "input_feed": feed if flow == "luong" else None,
+        "precision": precision,
+        "steps_per_s": (steps - warmup) / elapsed,
+        "sents_per_s": sentences / elapsed,
+        "tok_per_s": tokens / elapsed,
+        "flops_per_token": flops_per_token,
+    }
+    if decode:
+        model.eval()
+        data.setup("test")
+        test = list(data.loader("test"))
+        for beam, key in ((1, "greedy_sents_per_s"), (5, "beam5_sents_per_s")):
+            with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                begin, n = time.perf_counter(), 0
+                for batch in test:
+                    search(model, batch.src, batch.src_lengths, BOS_ID, EOS_ID, PAD_ID, beam, 0.6, 1.5, 10)
+                    n += len(batch)
+                result[key] = n / (time.perf_counter() - begin)
+    return result
+
+
+def run_worker(args: argparse.Namespace, flow: str, attention: str, feed: bool, precision: str) -> dict:
+    command = [sys.executable, __file__, "--worker", flow, attention, str(feed), precision]
+    command += ["--steps", str(args.steps), "--warmup", str(args.warmup), "--threads", str(args.threads)]
+    command += [] if args.no_decode else ["--decode"]
+    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads)}
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, env=env, text=True)
+    output = process.stdout.read()
+    _, status, usage = os.wait4(process.pid, 0)
+    if status != 0:
+        raise SystemExit(f"worker {flow}/{attention}/{precision} failed (status {status})")
+    result = json.loads(output.strip().splitlines()[-1])
+    result["peak_rss_mb"] = usage.ru_maxrss / 1024
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--variants", choices=sorted(VARIANTS), default="quick")
+    parser.add_argument("--precisions", nargs="+", default=["32", "bf16"], choices=["32", "bf16"])
+    parser.add_argument("--steps", type=int, default=320)
+    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--no-decode", action="store_true", help="skip the decoding measurement")
+    parser.add_argument("--decode", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--json", help="also write the rows here")
+    parser.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    if args.worker:
+        flow, attention, feed, precision = args.worker
+        row = worker(flow, attention, feed == "True", precision, args.steps, args.warmup, args.decode)
+        print(json.dumps(row))
+        return
+
+    from seq2seq_attn.data.corpora import data_root
+
+    mean_len = harness_mean_target_length(data_root(None))
+    rates = {
+        "fp32_2048": gemm_rate(torch.float32, 2048, 2048, 2048),
+        "bf16_2048": gemm_rate(torch.bfloat16, 2048, 2048, 2048),
+        "fp32_out": gemm_rate(torch.float32, 896, 512, 8000),
+        "bf16_out": gemm_rate(torch.bfloat16, 896, 512, 8000),
+    }
+    print(
+        f"torch {torch.__version__}, {args.threads} threads; GEMM GFLOP/s: fp32 {rates['fp32_2048']:.0f} "
+        f"(2048^2), {rates['fp32_out']:.0f} (896x512x8000); bf16 {rates['bf16_2048']:.0f}, {rates['bf16_out']:.0f}"
+    )
+    print(f"harness mean target length (train.en, lowercase regex tokens + EOS): {mean_len:.2f}")
+    header = (
+        f"{'flow':<9}{'attention':<10}{'feed':<5}{'prec':<5}{'upd/s':>7}{'tok/s':>8}{'norm tok/s':>11}"
+        f"{'MFLOP/tok':>10}{'%fp32':>7}{'%bf16':>7}{'greedy/s':>9}{'beam5/s':>8}{'RSS MB':>8}"
+    )
+    print(header)
+    rows = []
+    variants = VARIANTS[args.variants]
+    for flow, attention, feed in variants:
+        for precision in args.precisions:
+            row = run_worker(args, flow, attention, feed, precision)
+            row["norm_tok_per_s"] = row["sents_per_s"] * mean_len
+            achieved = row["flops_per_token"] * row["tok_per_s"] / 1e9
+            row["share_fp32_gemm"] = achieved / rates["fp32_2048"]
+            row["share_bf16_gemm"] = achieved / rates["bf16_2048"]
+            rows.append(row)
+            feed_text = "-" if flow != "luong" else ("on" if feed else "off")
+            print(
+                f"{flow:<9}{attention:<10}{feed_text:<5}{precision:<5}{row['steps_per_s']:>7.2f}"
+                f"{row['tok_per_s']:>8.0f}{row['norm_tok_per_s']:>11.0f}{row['flops_per_token'] / 1e6:>10.1f}"
+                f"{100 * row['share_fp32_gemm']:>6.0f}%{100 * row['share_bf16_gemm']:>6.0f}%"
+                f"{row.get('greedy_sents_per_s', float('nan')):>9.1f}{row.get('beam5_sents_per_s', float('nan')):>8.1f}"
+                f"{row['peak_rss_mb']:>8.0f}",
+                flush=True,
+            )
+    if args.json:
+        Path(args.json).write_text(json.dumps({"gemm_gflops": rates, "mean_target_length": mean_len, "rows": rows}))
+
+
+if __name__ == "__main__":
+    main()
