@@ -162,7 +162,9 @@ class Seq2SeqLitModule(pl.LightningModule):
         return out, loss
 
     def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
-        _, loss = self._teacher_forced(batch)
+        real = batch.trg_out != PAD_ID  # (B, T): the output layer runs on real target tokens only
+        logits = self.model(batch.src, batch.src_lengths, batch.trg_in, select=real).logits  # (N, V)
+        loss = F.cross_entropy(logits, batch.trg_out[real], label_smoothing=self.hparams.label_smoothing)
         if not torch.isfinite(loss):
             raise FloatingPointError(
                 f"training loss is {loss.item()} at step {self.global_step}: lower the lr or "

@@ -15,6 +15,18 @@ def gold_prefix(batch=3, steps=6):
     return trg_in
 
 
+@pytest.mark.parametrize("flow,attention,input_feed", VARIANTS)
+def test_selected_logits_are_the_full_logits_at_those_positions(flow, attention, input_feed, src_batch):
+    model = tiny_model(flow, attention, "gru", input_feed=input_feed)
+    src, lengths = src_batch
+    trg_in = gold_prefix()
+    select = torch.rand(trg_in.shape) < 0.6  # (B, T)
+    full = model(src, lengths, trg_in).logits  # (B, T, V)
+    picked = model(src, lengths, trg_in, select=select).logits  # (N, V)
+    assert picked.shape == (int(select.sum()), V_TRG)
+    torch.testing.assert_close(picked, full[select], atol=1e-6, rtol=0)
+
+
 @pytest.mark.parametrize("cell", CELLS)
 @pytest.mark.parametrize("flow,attention,input_feed", VARIANTS)
 def test_forward_equals_step_loop(flow, attention, cell, input_feed, src_batch):

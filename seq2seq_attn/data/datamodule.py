@@ -30,6 +30,10 @@ class ExampleDataset(Dataset):
     def src_lengths(self) -> list[int]:
         return [len(ex.src) for ex in self.examples]
 
+    @property
+    def pair_lengths(self) -> list[int]:
+        return [max(len(ex.src), len(ex.trg)) for ex in self.examples]
+
 
 def check_distributed_sampling(trainer: Optional["pl.Trainer"]) -> None:
     """Our batch sampler shards itself across DDP processes: Lightning must not inject its own."""
@@ -76,9 +80,10 @@ class Seq2SeqDataModule(pl.LightningDataModule):
         if split not in self.datasets:
             self.setup(None)
         dataset = self.datasets[split]
-        sampler = BucketBatchSampler(
-            dataset.src_lengths, self.batch_size, self.max_tokens, shuffle=shuffle, seed=self.seed
-        )
+        # training batches group pairs whose longer side is similar: the decoder's step loop runs to the
+        # longest target and attention spans the longest source; evaluation groups sources (decoding follows them)
+        lengths = dataset.pair_lengths if split == "train" else dataset.src_lengths
+        sampler = BucketBatchSampler(lengths, self.batch_size, self.max_tokens, shuffle=shuffle, seed=self.seed)
         loader = ResumableLoader if split == "train" else DataLoader  # training resumes mid-epoch
         # its own generator: starting a pass must not draw from the global one (exact resumes)
         generator = torch.Generator().manual_seed(self.seed)

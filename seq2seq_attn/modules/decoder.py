@@ -80,19 +80,26 @@ class RNNDecoder(nn.Module):
         """Args: tokens ``(B, T)``. Returns ``(B, T, E)``."""
         return self.dropout(self.embedding(tokens))
 
-    def logits(self, features: Tensor) -> Tensor:
-        """Args: features ``(B, T, F)``. Returns ``(B, T, V)``."""
-        return self.output(self.dropout(features))
+    def logits(self, features: Tensor, select: Optional[Tensor] = None) -> Tensor:
+        """Args: features ``(B, T, F)``; select ``(B, T)`` bool or None.
 
-    def forward(self, trg_in: Tensor, state: DecoderState, memory: Memory) -> tuple[Tensor, Optional[Tensor]]:
-        """Teacher forcing. Args: trg_in ``(B, T)`` starting with BOS.
+        Returns ``(B, T, V)``, or ``(N, V)`` for the N selected positions only: training
+        skips the padding, and the output layer is about half of the model's FLOPs.
+        """
+        features = self.dropout(features)  # on every position, so the dropout masks do not depend on select
+        return self.output(features if select is None else features[select])
 
-        Returns: logits ``(B, T, V)`` and weights ``(B, T, S)`` (None without attention).
+    def forward(
+        self, trg_in: Tensor, state: DecoderState, memory: Memory, select: Optional[Tensor] = None
+    ) -> tuple[Tensor, Optional[Tensor]]:
+        """Teacher forcing. Args: trg_in ``(B, T)`` starting with BOS; select see :meth:`logits`.
+
+        Returns: logits ``(B, T, V)`` (or ``(N, V)``) and weights ``(B, T, S)`` (None without attention).
         """
         emb = self.embed(trg_in)  # (B, T, E)
         if self.parallel:
             out = self.step(emb, state, memory)
-            return self.logits(out.features), out.weights
+            return self.logits(out.features, select), out.weights
         features, weights = [], []
         for t in range(trg_in.size(1)):
             out = self.step(emb[:, t : t + 1], state, memory)
@@ -100,7 +107,7 @@ class RNNDecoder(nn.Module):
             features.append(out.features)
             weights.append(out.weights)
         all_weights = None if weights[0] is None else torch.cat(weights, dim=1)  # (B, T, S)
-        return self.logits(torch.cat(features, dim=1)), all_weights  # (B, T, V)
+        return self.logits(torch.cat(features, dim=1), select), all_weights  # (B, T, V) or (N, V)
 
 
 class BahdanauDecoder(RNNDecoder):

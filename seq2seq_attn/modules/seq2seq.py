@@ -18,7 +18,7 @@ class StepResult(NamedTuple):
 
 
 class Seq2SeqOutput(NamedTuple):
-    logits: Tensor  # (B, T, V)
+    logits: Tensor  # (B, T, V), or (N, V) for the selected positions
     weights: Optional[Tensor]  # (B, T, S), None without attention
 
 
@@ -54,10 +54,13 @@ class Seq2Seq(nn.Module):
         weights = None if out.weights is None else out.weights.squeeze(1)  # (B, S)
         return StepResult(log_probs, out.state, weights)
 
-    def forward(self, src: Tensor, src_lengths: Tensor, trg_in: Tensor) -> Seq2SeqOutput:
-        """Teacher forcing. Args: src ``(B, S)``, src_lengths ``(B,)``, trg_in ``(B, T)``."""
+    def forward(
+        self, src: Tensor, src_lengths: Tensor, trg_in: Tensor, select: Optional[Tensor] = None
+    ) -> Seq2SeqOutput:
+        """Teacher forcing. Args: src ``(B, S)``, src_lengths ``(B,)``, trg_in ``(B, T)``;
+        select ``(B, T)`` bool: output logits ``(N, V)`` for those positions only (training skips padding)."""
         memory, state = self.encode(src, src_lengths)
-        logits, weights = self.decoder(trg_in, state, memory)  # (B, T, V), (B, T, S)
+        logits, weights = self.decoder(trg_in, state, memory, select)  # (B, T, V) or (N, V), (B, T, S)
         return Seq2SeqOutput(logits, weights)
 
 
