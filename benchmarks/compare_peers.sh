@@ -8,6 +8,8 @@
 # The peers come from ../shared/tools/peers (PEERS_HARNESS): it makes their venvs (torch 2.13.0 CPU
 # first), tokenises the data and writes their configs; its results land in $PEERS_WORK (default
 # runs/peers) and ours in $PEERS_WORK/ours. Set PEERS=... to choose the peers (default: all four).
+# The equal-budget run trains ours on lowercased text like the peers' (their harness lowercases), with
+# no validation (neither do theirs), and scores both the harness's way (benchmarks/harness_bleu.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 HARNESS=${PEERS_HARNESS:-../shared/tools/peers}
@@ -21,7 +23,7 @@ mkdir -p "$PEERS_WORK/ours"
 [ -x "$PEERS_WORK/opennmt/venv/bin/onmt_train" ] || bash "$HARNESS/run_peers.sh" setup
 [ -s "$PEERS_WORK/data/tok/vocab.en" ] || bash "$HARNESS/run_peers.sh" data
 bash "$HARNESS/run_peers.sh" tput $PEERS
-OMP_NUM_THREADS=2 $PY benchmarks/throughput.py --variants peers --json "$PEERS_WORK/ours/throughput.json"
+OMP_NUM_THREADS=2 $PY benchmarks/throughput.py --variants peers --precisions 32 bf16 --json "$PEERS_WORK/ours/throughput.json"
 
 if [ "${1:-}" = bleu ]; then
     bash "$HARNESS/run_peers.sh" bleu $PEERS
@@ -29,18 +31,17 @@ if [ "${1:-}" = bleu ]; then
     rm -rf "$run"
     OMP_NUM_THREADS=2 $PY -m seq2seq_attn.cli fit --config experiments/base.yaml \
         --config experiments/multi30k_de_en/base.yaml --config experiments/multi30k_de_en/luong_additive.yaml \
-        --trainer.max_epochs 1000 --trainer.max_time "00:00:$(printf %02d "$BUDGET_MIN"):00" \
+        --data.init_args.lowercase true --trainer.max_epochs 1000 --trainer.max_time "00:00:$(printf %02d "$BUDGET_MIN"):00" \
         --trainer.limit_val_batches 0 --trainer.num_sanity_val_steps 0 --trainer.enable_progress_bar false \
         --trainer.logger.init_args.save_dir "$run" --trainer.logger.init_args.name "" \
         --trainer.logger.init_args.version "" >"$PEERS_WORK/ours/budget.log" 2>&1
     for beam in 1 5; do
-        start=$(date +%s.%N)
+        start=$(date +%s)
         OMP_NUM_THREADS=2 $PY -m seq2seq_attn.cli translate --ckpt "$run/checkpoints/last.ckpt" --beam $beam \
-            --device cpu --input <(gunzip -c "$S2S_DATA_ROOT/multi30k/test_2016_flickr.de.gz") \
-            --output "$PEERS_WORK/ours/beam$beam.txt"
-        end=$(date +%s.%N)
+            --device cpu --input "$PEERS_WORK/data/test_2016_flickr.de" --output "$PEERS_WORK/ours/beam$beam.txt"
+        wall=$(($(date +%s) - start))
         bleu=$($PY benchmarks/harness_bleu.py "$PEERS_WORK/ours/beam$beam.txt")
-        echo "{\"beam\": $beam, \"wall_s\": $(echo "$end - $start" | bc), \"bleu\": $bleu}" >"$PEERS_WORK/ours/decode_beam$beam.json"
+        echo "{\"beam\": $beam, \"wall_s\": $wall, \"bleu\": $bleu}" >"$PEERS_WORK/ours/decode_beam$beam.json"
     done
 fi
 bash "$HARNESS/run_peers.sh" table >"$PEERS_WORK/RESULTS.md"

@@ -26,7 +26,8 @@ def main() -> None:
 
     def add(label, mine, peer, goal, lower_is_better=False):
         if mine is None or peer[1] is None:
-            lines.append(f"| {label} | {mine} | {peer[0]}: {peer[1]} | - | {goal} | not measured |")
+            shown = "-" if mine is None else f"{mine:.0f}"
+            lines.append(f"| {label} | {shown} | {peer[0]}: {peer[1]} | - | {goal}x | not measured |")
             return
         ratio = mine / peer[1]
         met = ratio <= goal if lower_is_better else ratio >= goal

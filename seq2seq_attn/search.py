@@ -35,8 +35,8 @@ def length_penalty(lengths: Tensor, alpha: float) -> Tensor:
 
 
 def _allowed_log_probs(log_probs: Tensor, bos_id: int, pad_id: int) -> Tensor:
-    """Forbid emitting BOS and PAD. Args: log_probs ``(N, V)``. Returns ``(N, V)``."""
-    return log_probs.index_fill(-1, torch.tensor([bos_id, pad_id], device=log_probs.device), float("-inf"))
+    """Forbid emitting BOS and PAD, in place (search owns the fresh tensor). Args: log_probs ``(N, V)``."""
+    return log_probs.index_fill_(-1, torch.tensor([bos_id, pad_id], device=log_probs.device), float("-inf"))
 
 
 def _lengths_before_eos(tokens: Tensor, eos_id: int, pad_id: int) -> Tensor:
@@ -125,13 +125,14 @@ def beam_search(
     for t in range(int(limit.max())):
         out = model.decode_step(prev, state, memory)
         vocab = out.log_probs.size(-1)
+        # in place on the step's fresh (B*K, V) log-probabilities: each full pass over V costs as much as the GEMM
         logp = _allowed_log_probs(out.log_probs, bos_id, pad_id).view(batch, k, vocab)  # (B, K, V)
-        pad_only = torch.full_like(logp[0, 0], float("-inf"))  # (V,)
-        pad_only[pad_id] = 0.0
-        logp = torch.where(finished.unsqueeze(-1), pad_only, logp)  # (B, K, V)
-        candidates = scores.unsqueeze(-1) + logp  # (B, K, V)
+        if bool(finished.any()):  # a finished beam extends only with PAD, at no cost
+            logp[finished] = float("-inf")
+            logp[..., pad_id].masked_fill_(finished, 0.0)
+        candidates = logp.add_(scores.unsqueeze(-1))  # (B, K, V)
         new_lengths = lengths + (~finished).long()  # (B, K)
-        ranked = candidates / length_penalty(new_lengths, alpha).unsqueeze(-1)  # (B, K, V)
+        ranked = candidates / length_penalty(new_lengths, alpha).unsqueeze(-1) if alpha else candidates  # (B, K, V)
         _, flat = ranked.view(batch, k * vocab).topk(k, dim=-1)  # (B, K)
         beam, token = flat // vocab, flat % vocab  # (B, K), (B, K)
         scores = candidates.view(batch, k * vocab).gather(1, flat)  # (B, K)
