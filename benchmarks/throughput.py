@@ -68,28 +68,17 @@ def harness_mean_target_length(data_root: Path) -> float:
 
 
 def worker(flow: str, attention: str, feed: bool, precision: str, steps: int, warmup: int, decode: bool) -> dict:
+    from reference import reference_model
     from torch.utils.flop_counter import FlopCounterMode
 
     from seq2seq_attn.data.parallel import ParallelDataModule
     from seq2seq_attn.data.vocab import BOS_ID, EOS_ID, PAD_ID
-    from seq2seq_attn.modules import build_seq2seq
     from seq2seq_attn.search import search
 
     torch.manual_seed(42)
     data = ParallelDataModule(corpus="multi30k", tokenizer="word", vocab_size=8000, min_freq=2, max_length=100)
     data.setup("fit")
-    model = build_seq2seq(
-        data.src_vocab_size,
-        data.trg_vocab_size,
-        attention=attention,
-        flow=flow,
-        emb_size=256,
-        hidden_size=256,
-        dec_hidden_size=512,
-        input_feed=feed,
-        dropout=0.2,
-        pad_id=PAD_ID,
-    )
+    model = reference_model(data.src_vocab_size, data.trg_vocab_size, flow, attention, feed)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     bf16 = precision == "bf16"
 

@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import yaml
+from test_ablation import TINY
 from wandb.sdk.launch.sweeps.utils import create_sweep_command_args, load_sweep_config
 
 from seq2seq_attn.ablation.grid import Grid
@@ -15,14 +16,6 @@ from seq2seq_attn.ablation.sweep import cell_from_args
 from seq2seq_attn.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
-TINY = {
-    "trainer.max_epochs": 1,
-    "data.init_args.train_size": 128,
-    "data.init_args.val_size": 16,
-    "data.init_args.test_size": 32,
-    "model.emb_size": 8,
-    "model.hidden_size": 8,
-}
 
 
 def write_grid(tmp_path: Path) -> Path:
