@@ -98,9 +98,15 @@ class ParallelDataModule(Seq2SeqDataModule):
     def train_max_length(self) -> Optional[int]:
         return None  # buckets are in source words; the training filter is in tokens
 
-    def _examples(self, src: list[str], trg: list[str]) -> list[Example]:
-        src_tok, trg_tok = self.src_tokenizer.tokenize_batch(src), self.trg_tokenizer.tokenize_batch(trg)
-        return [Example(self.src_vocab.encode(s), self.trg_vocab.encode(t), None) for s, t in zip(src_tok, trg_tok)]
+    def _examples(self, src: list[str], trg: list[str], chunk: int = 2048) -> list[Example]:
+        examples = []
+        for start in range(0, len(src), chunk):  # in chunks: the tokenizer's per-sentence encodings are large
+            src_tok = self.src_tokenizer.tokenize_batch(src[start : start + chunk])
+            trg_tok = self.trg_tokenizer.tokenize_batch(trg[start : start + chunk])
+            examples += [
+                Example(self.src_vocab.encode(s), self.trg_vocab.encode(t), None) for s, t in zip(src_tok, trg_tok)
+            ]
+        return examples
 
     def setup(self, stage: Optional[str] = None) -> None:
         for split in ("train", "val", "test"):
