@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 endif
 STAMP := $(if $(BIN),$(VENV)/.installed,.installed-system)
 
-.PHONY: setup demo test lint bench clean
+.PHONY: setup demo test lint bench bench-peers clean
 setup: $(STAMP)
 $(STAMP): setup.cfg pyproject.toml scripts/setup.sh
 	VENV=$(VENV) bash scripts/setup.sh
@@ -26,6 +26,9 @@ lint: setup
 
 bench: setup
 	$(PY) benchmarks/step_speed.py
+
+bench-peers: setup  ## ours vs Joey NMT and OpenNMT-py on the shared Multi30k model (about 25 min, quiet machine)
+	PY=$(PY) bash benchmarks/compare_peers.sh
 
 clean:
 	rm -rf runs .pytest_cache .ruff_cache
