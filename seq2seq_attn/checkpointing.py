@@ -136,10 +136,10 @@ class RNGState(pl.Callback):
         np.random.set_state({"bit_generator": "MT19937", "state": {"key": key, "pos": state["numpy"]["pos"]}})
 
 
-def _in_place(logger: Any, run_dir: Path) -> Any:
+def logger_in_folder(logger: Any, run_dir: Path) -> Any:
     """A logger config that writes into ``run_dir`` itself (CSV, TensorBoard: save_dir/name/version)."""
     if isinstance(logger, list):
-        return [_in_place(item, run_dir) for item in logger]
+        return [logger_in_folder(item, run_dir) for item in logger]
     if not isinstance(logger, dict) or "class_path" not in logger:
         return logger
     args = {**(logger.get("init_args") or {}), "save_dir": str(run_dir), "name": "", "version": ""}
@@ -163,7 +163,7 @@ def resume_args(run_dir: Union[str, Path]) -> list[str]:
     logger = (yaml.safe_load(config.read_text()) or {}).get("trainer", {}).get("logger")
     args = ["fit", "--config", str(config), "--ckpt_path", str(last)]
     if isinstance(logger, (dict, list)):
-        args += ["--trainer.logger", json.dumps(_in_place(logger, run_dir))]
+        args += ["--trainer.logger", json.dumps(logger_in_folder(logger, run_dir))]
     wandb_run = run_dir / "wandb_run.json"
     if wandb_run.is_file():  # continue the same W&B run
         args += ["--wandb.id", json.loads(wandb_run.read_text())["id"]]

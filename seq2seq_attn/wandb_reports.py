@@ -9,7 +9,7 @@ attention maps and a table of sample translations.
 """
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import pytorch_lightning as pl
 from pytorch_lightning.loggers import WandbLogger
@@ -97,7 +97,7 @@ class WandbReports(pl.Callback):
                 run.log({**payload, "trainer/global_step": trainer.global_step})
 
     @staticmethod
-    def _heatmap(item: dict, split: str) -> Optional[Any]:
+    def _heatmap(item: dict, split: str) -> Any:
         import matplotlib
 
         matplotlib.use("Agg")

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from seq2seq_attn.ablation.cell import logger_args
 from seq2seq_attn.checkpointing import resume_args
 from seq2seq_attn.errors import ConfigError
 
@@ -45,11 +46,7 @@ def run_cli(args: list[str], **kwargs) -> subprocess.CompletedProcess:
 
 
 def fit(run_dir: Path, *extra: str) -> subprocess.CompletedProcess:
-    logger = {
-        "class_path": "seq2seq_attn.loggers.CSVLogger",
-        "init_args": {"save_dir": str(run_dir), "name": "", "version": ""},
-    }
-    return run_cli(["fit", *TINY, "--trainer.logger", json.dumps(logger), *extra])
+    return run_cli(["fit", *TINY, *logger_args(run_dir), *extra])
 
 
 def callback(name: str, **init_args) -> list[str]:

@@ -14,7 +14,7 @@ import time
 import traceback
 from pathlib import Path
 
-from seq2seq_attn.checkpointing import LAST
+from seq2seq_attn.checkpointing import LAST, logger_in_folder
 from seq2seq_attn.loggers import finish_wandb
 from seq2seq_attn.results import write_json
 
@@ -23,10 +23,7 @@ RESULT, ERROR = "result.json", "error.json"
 
 def logger_args(cell_dir: Path) -> list[str]:
     """A CSV logger writing into the cell folder, so metrics and checkpoints land there."""
-    csv_logger = {
-        "class_path": "seq2seq_attn.loggers.CSVLogger",
-        "init_args": {"save_dir": str(cell_dir), "name": "", "version": ""},
-    }
+    csv_logger = logger_in_folder({"class_path": "seq2seq_attn.loggers.CSVLogger"}, cell_dir)
     return ["--trainer.logger", json.dumps(csv_logger)]
 
 
