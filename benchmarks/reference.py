@@ -4,6 +4,7 @@ Embeddings 256, bidirectional GRU 256 per direction, GRU decoder 512 (= 2 x 256,
 fits too), dropout 0.2.
 """
 
+from seq2seq_attn.lit_module import adam
 from seq2seq_attn.modules import build_seq2seq
 
 SIZES = {"emb_size": 256, "hidden_size": 256, "dec_hidden_size": 512, "dropout": 0.2}
@@ -11,3 +12,8 @@ SIZES = {"emb_size": 256, "hidden_size": 256, "dec_hidden_size": 512, "dropout":
 
 def reference_model(src_vocab: int, trg_vocab: int, flow: str, attention: str, input_feed: bool):
     return build_seq2seq(src_vocab, trg_vocab, attention=attention, flow=flow, input_feed=input_feed, **SIZES)
+
+
+def reference_optimizer(model):
+    """Adam 1e-3, built as the Lightning module builds it (fused where torch can)."""
+    return adam(model.parameters(), lr=1e-3)

@@ -15,8 +15,9 @@ import os
 import time
 
 import torch
-from reference import reference_model
+from reference import reference_model, reference_optimizer
 
+from seq2seq_attn.cpu import flush_denormals
 from seq2seq_attn.modules import SCORERS
 from seq2seq_attn.search import beam_search, greedy_search
 
@@ -56,7 +57,7 @@ def batch():
 
 def time_training(model, steps: int) -> float:
     src, lengths, trg_in, trg_out = batch()
-    optimiser = torch.optim.Adam(model.parameters(), lr=1e-3)
+    optimiser = reference_optimizer(model)
     model.train()
 
     def step():
@@ -111,6 +112,7 @@ def main() -> None:
     global DEVICE, BF16
     DEVICE, BF16 = torch.device(args.device), args.bf16
     torch.set_num_threads(args.threads)
+    flush_denormals()
     rows = variants()
     if args.quick:
         rows = [

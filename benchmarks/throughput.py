@@ -68,18 +68,20 @@ def harness_mean_target_length(data_root: Path) -> float:
 
 
 def worker(flow: str, attention: str, feed: bool, precision: str, steps: int, warmup: int, decode: bool) -> dict:
-    from reference import reference_model
+    from reference import reference_model, reference_optimizer
     from torch.utils.flop_counter import FlopCounterMode
 
+    from seq2seq_attn.cpu import flush_denormals
     from seq2seq_attn.data.parallel import ParallelDataModule
     from seq2seq_attn.data.vocab import BOS_ID, EOS_ID, PAD_ID
     from seq2seq_attn.search import search
 
+    flush_denormals()  # what the seq2seq-attn command and the Lightning module do
     torch.manual_seed(42)
     data = ParallelDataModule(corpus="multi30k", tokenizer="word", vocab_size=8000, min_freq=2, max_length=100)
     data.setup("fit")
     model = reference_model(data.src_vocab_size, data.trg_vocab_size, flow, attention, feed)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    optimizer = reference_optimizer(model)
     bf16 = precision == "bf16"
 
     def update(batch) -> None:

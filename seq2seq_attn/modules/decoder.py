@@ -101,8 +101,9 @@ class RNNDecoder(nn.Module):
             out = self.step(emb, state, memory)
             return self.logits(out.features, select), out.weights
         features, weights = [], []
-        for t in range(trg_in.size(1)):
-            out = self.step(emb[:, t : t + 1], state, memory)
+        # unbind, not emb[:, t]: a slice's backward writes a zero-padded (B, T, E) gradient at every step
+        for emb_t in emb.unbind(1):
+            out = self.step(emb_t.unsqueeze(1), state, memory)
             state = out.state
             features.append(out.features)
             weights.append(out.weights)
