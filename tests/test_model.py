@@ -6,6 +6,7 @@ from conftest import CELLS, V_SRC, V_TRG, VARIANTS, tiny_model
 
 from seq2seq_attn.errors import ConfigError
 from seq2seq_attn.modules import build_seq2seq
+from seq2seq_attn.modules.dropout import Dropout
 from seq2seq_attn.modules.encoder import RNNEncoder
 
 
@@ -96,3 +97,21 @@ def test_luong_parallel_path_runs_rnn_once(src_batch):
     src, lengths = src_batch
     model(src, lengths, gold_prefix(steps=7))
     assert len(calls) == 1
+
+
+def test_cpu_dropout_keeps_1_minus_p_scaled_and_routes_gradient_through_the_mask():
+    torch.manual_seed(0)
+    drop = Dropout(0.2)
+    x = torch.ones(200_000, requires_grad=True)
+    y = drop(x)
+    kept = y != 0
+    assert abs(kept.float().mean().item() - 0.8) < 0.005  # binomial sd ~0.0009
+    assert torch.allclose(y[kept], torch.full_like(y[kept], 1.25))
+    y.sum().backward()
+    assert torch.equal(x.grad, y.detach())  # d(x * mask)/dx = mask, which equals y for x = 1
+    drop.eval()
+    assert torch.equal(drop(x), x)
+    torch.manual_seed(1)
+    first = Dropout(0.5).train()(torch.ones(64))
+    torch.manual_seed(1)
+    assert torch.equal(first, Dropout(0.5).train()(torch.ones(64)))  # seeded: the same mask

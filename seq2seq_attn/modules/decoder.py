@@ -15,6 +15,7 @@ from torch import Tensor, nn
 
 from seq2seq_attn.errors import ConfigError
 from seq2seq_attn.modules.attention import Memory, NoAttention
+from seq2seq_attn.modules.dropout import Dropout
 from seq2seq_attn.modules.rnn import RNNState, make_rnn, map_state, top_hidden
 
 
@@ -57,7 +58,7 @@ class RNNDecoder(nn.Module):
         super().__init__()
         self.sizes = sizes
         self.embedding = nn.Embedding(sizes.vocab, sizes.emb)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.rnn = make_rnn(cell, self.rnn_input_size(sizes), sizes.hidden, sizes.layers, dropout)
         self.attention = attention
         self.output = nn.Linear(self.feature_size(sizes), sizes.vocab)

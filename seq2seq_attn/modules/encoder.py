@@ -5,6 +5,7 @@ from typing import NamedTuple
 from torch import Tensor, nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from seq2seq_attn.modules.dropout import Dropout
 from seq2seq_attn.modules.rnn import RNNState, make_rnn, map_state, merge_directions
 
 
@@ -36,7 +37,7 @@ class RNNEncoder(nn.Module):
         self.num_layers = num_layers
         self.output_size = hidden_size * (2 if bidirectional else 1)
         self.embedding = nn.Embedding(vocab_size, emb_size, padding_idx=pad_id)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.rnn = make_rnn(cell, emb_size, hidden_size, num_layers, dropout, bidirectional)
 
     def forward(self, src: Tensor, src_lengths: Tensor) -> EncoderOutput:
