@@ -17,7 +17,7 @@ import time
 import torch
 from reference import reference_model, reference_optimizer
 
-from seq2seq_attn.cpu import flush_denormals
+from seq2seq_attn.cpu import configure
 from seq2seq_attn.modules import SCORERS
 from seq2seq_attn.search import beam_search, greedy_search
 
@@ -112,7 +112,7 @@ def main() -> None:
     global DEVICE, BF16
     DEVICE, BF16 = torch.device(args.device), args.bf16
     torch.set_num_threads(args.threads)
-    flush_denormals()
+    configure()
     rows = variants()
     if args.quick:
         rows = [

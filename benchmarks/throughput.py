@@ -71,12 +71,12 @@ def worker(flow: str, attention: str, feed: bool, precision: str, steps: int, wa
     from reference import reference_model, reference_optimizer
     from torch.utils.flop_counter import FlopCounterMode
 
-    from seq2seq_attn.cpu import flush_denormals
+    from seq2seq_attn.cpu import configure
     from seq2seq_attn.data.parallel import ParallelDataModule
     from seq2seq_attn.data.vocab import BOS_ID, EOS_ID, PAD_ID
     from seq2seq_attn.search import search
 
-    flush_denormals()  # what the seq2seq-attn command and the Lightning module do
+    configure()  # what the seq2seq-attn command and the Lightning module do
     torch.manual_seed(42)
     data = ParallelDataModule(corpus="multi30k", tokenizer="word", vocab_size=8000, min_freq=2, max_length=100)
     data.setup("fit")

@@ -56,9 +56,9 @@ def build_cli(args: Optional[list[str]] = None, run: bool = True):
 
 def main(argv: Optional[list[str]] = None) -> None:
     from seq2seq_attn.commands import TOOL_COMMANDS
-    from seq2seq_attn.cpu import flush_denormals
+    from seq2seq_attn.cpu import configure
 
-    flush_denormals()  # before any matrix product starts the BLAS threads, which inherit the mode
+    configure()  # CPU settings (seq2seq_attn/cpu.py) before any torch work: threads inherit them
     _quiet()
     args = list(sys.argv[1:] if argv is None else argv)
     try:

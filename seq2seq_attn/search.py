@@ -2,7 +2,13 @@
 
 Both run all sentences of a batch together (no Python loop over sentences),
 cap each output at ``max_len_a * |src| + max_len_b`` tokens and stop a
-sentence at ``<eos>``; the loop ends when every sentence has stopped.
+sentence at ``<eos>``. A sentence that has stopped leaves the batch: its rows
+are dropped from the decoder state and the encoder memory, so later steps
+compute only for the sentences still running (on Multi30k a batch of 64 runs
+about twice as many steps as its mean output length). Beam search ranks only
+each beam's K best tokens, because the K best continuations of a step always
+come from those: the work over the vocabulary is one log-softmax and one
+per-row top-k, not a pass per score update over all K x V candidates.
 """
 
 from typing import NamedTuple, Optional
@@ -34,7 +40,7 @@ def length_penalty(lengths: Tensor, alpha: float) -> Tensor:
     return ((5.0 + lengths.float()) / 6.0) ** alpha
 
 
-def _allowed_log_probs(log_probs: Tensor, bos_id: int, pad_id: int) -> Tensor:
+def _forbid_specials(log_probs: Tensor, bos_id: int, pad_id: int) -> Tensor:
     """Forbid emitting BOS and PAD, in place (search owns the fresh tensor). Args: log_probs ``(N, V)``."""
     return log_probs.index_fill_(-1, torch.tensor([bos_id, pad_id], device=log_probs.device), float("-inf"))
 
@@ -53,6 +59,28 @@ def _reorder(history: Tensor, beam: Tensor) -> Tensor:
     return history.gather(1, index)  # (B, K, ...)
 
 
+class _Results:
+    """Output buffers of the whole batch, filled row by row as sentences stop."""
+
+    def __init__(self, batch: int, steps: int, pad_id: int, device: torch.device) -> None:
+        self.tokens = torch.full((batch, steps), pad_id, dtype=torch.long, device=device)  # (B, T')
+        self.scores = torch.zeros(batch, device=device)  # (B,)
+        self.weights: Optional[Tensor] = None  # (B, T', S), made on the first step that has attention
+
+    def attention(self, like: Tensor) -> Tensor:
+        """The weights buffer, made on first use. Args: like ``(N, S)`` a step's weights."""
+        if self.weights is None:
+            batch, steps = self.tokens.shape
+            self.weights = like.new_zeros(batch, steps, like.size(-1))
+        return self.weights
+
+    def hypotheses(self, steps: int, eos_id: int, pad_id: int) -> Hypotheses:
+        """Cut the buffers to the ``steps`` that ran."""
+        tokens = self.tokens[:, :steps]
+        weights = None if self.weights is None else self.weights[:, :steps]
+        return Hypotheses(tokens, _lengths_before_eos(tokens, eos_id, pad_id), self.scores, weights)
+
+
 @torch.no_grad()
 def greedy_search(
     model: Seq2Seq,
@@ -66,27 +94,27 @@ def greedy_search(
 ) -> Hypotheses:
     """Pick the most probable token at every step. Args: src ``(B, S)``, src_lengths ``(B,)``."""
     memory, state = model.encode(src, src_lengths)
-    limit = max_lengths(src_lengths, max_len_a, max_len_b)  # (B,)
-    prev = torch.full_like(src_lengths, bos_id)  # (B,)
-    finished = torch.zeros_like(src_lengths, dtype=torch.bool)  # (B,)
-    score = torch.zeros(src.size(0), device=src.device)  # (B,)
-    tokens, weights = [], []
-    for t in range(int(limit.max())):
+    limit = max_lengths(src_lengths, max_len_a, max_len_b)  # (A,) for the A sentences still running
+    steps = int(limit.max())
+    results = _Results(src.size(0), steps, pad_id, src.device)
+    alive = torch.arange(src.size(0), device=src.device)  # (A,) their rows in the batch
+    prev = torch.full_like(src_lengths, bos_id)  # (A,)
+    for t in range(steps):
         out = model.decode_step(prev, state, memory)
-        logp, token = _allowed_log_probs(out.log_probs, bos_id, pad_id).max(dim=-1)  # (B,), (B,)
-        token = token.masked_fill(finished, pad_id)
-        score = score + logp.masked_fill(finished, 0.0)
-        tokens.append(token)
+        logp, token = _forbid_specials(out.log_probs, bos_id, pad_id).max(dim=-1)  # (A,), (A,)
+        results.scores.index_add_(0, alive, logp)
+        results.tokens[alive, t] = token
         if out.weights is not None:
-            weights.append(out.weights.masked_fill(finished.unsqueeze(1), 0.0))  # (B, S)
-        finished = finished | (token == eos_id) | (t + 1 >= limit)
-        if bool(finished.all()):
+            results.attention(out.weights)[alive, t] = out.weights
+        stop = (token == eos_id) | (t + 1 >= limit)  # (A,)
+        if bool(stop.all()):
             break
         prev, state = token, out.state
-    all_tokens = torch.stack(tokens, dim=1)  # (B, T')
-    all_weights = torch.stack(weights, dim=1) if weights else None  # (B, T', S)
-    lengths = _lengths_before_eos(all_tokens, eos_id, pad_id)
-    return Hypotheses(all_tokens, lengths, score, all_weights)
+        if bool(stop.any()):  # the stopped sentences leave the batch
+            keep = (~stop).nonzero().squeeze(1)  # (A',)
+            alive, limit, prev = alive[keep], limit[keep], prev[keep]
+            state, memory = state.index_select(keep), memory.index_select(keep)
+    return results.hypotheses(t + 1, eos_id, pad_id)
 
 
 @torch.no_grad()
@@ -107,58 +135,68 @@ def beam_search(
     Beams are ranked by ``log p / lp(length)``. A finished beam stays in the
     beam and only extends with PAD at no cost; a sentence stops when all its K
     beams are finished (with ``alpha = 0``, as soon as its best beam is, since
-    unnormalised scores only fall).
+    unnormalised scores only fall) and leaves the batch with its best beam.
     """
-    batch, k = src.size(0), beam_size
+    k, device = beam_size, src.device
     memory, state = model.encode(src, src_lengths)
-    rows = torch.arange(batch, device=src.device).repeat_interleave(k)  # (B*K,)
+    rows = torch.arange(src.size(0), device=device).repeat_interleave(k)  # (B*K,)
     memory, state = memory.index_select(rows), state.index_select(rows)
-    limit = max_lengths(src_lengths, max_len_a, max_len_b)  # (B,)
-    scores = torch.full((batch, k), float("-inf"), device=src.device)  # (B, K)
+    limit = max_lengths(src_lengths, max_len_a, max_len_b)  # (A,) for the A sentences still running
+    steps = int(limit.max())
+    results = _Results(src.size(0), steps, pad_id, device)
+    alive = torch.arange(src.size(0), device=device)  # (A,) their rows in the batch
+    scores = torch.full((src.size(0), k), float("-inf"), device=device)  # (A, K)
     scores[:, 0] = 0.0
-    finished = torch.zeros(batch, k, dtype=torch.bool, device=src.device)  # (B, K)
-    lengths = torch.zeros(batch, k, dtype=torch.long, device=src.device)  # (B, K)
-    tokens = torch.zeros(batch, k, 0, dtype=torch.long, device=src.device)  # (B, K, t)
-    weights: Optional[Tensor] = None  # (B, K, t, S)
-    prev = torch.full((batch * k,), bos_id, dtype=torch.long, device=src.device)  # (B*K,)
-    offsets = torch.arange(batch, device=src.device).unsqueeze(1) * k  # (B, 1)
-    for t in range(int(limit.max())):
+    finished = torch.zeros_like(scores, dtype=torch.bool)  # (A, K)
+    lengths = torch.zeros_like(scores, dtype=torch.long)  # (A, K)
+    history = torch.zeros(src.size(0), k, 0, dtype=torch.long, device=device)  # (A, K, t)
+    attention: Optional[Tensor] = None  # (A, K, t, S)
+    prev = torch.full((src.size(0) * k,), bos_id, dtype=torch.long, device=device)  # (A*K,)
+    for t in range(steps):
         out = model.decode_step(prev, state, memory)
-        vocab = out.log_probs.size(-1)
-        # in place on the step's fresh (B*K, V) log-probabilities: each full pass over V costs as much as the GEMM
-        logp = _allowed_log_probs(out.log_probs, bos_id, pad_id).view(batch, k, vocab)  # (B, K, V)
+        # each beam's K best continuations: the step's K best are among them
+        logp, top_tokens = _forbid_specials(out.log_probs, bos_id, pad_id).topk(k, dim=-1)  # (A*K, K)
+        logp = logp.view(-1, k, k)  # (A, K, K)
+        top_tokens = top_tokens.view(-1, k, k)  # (A, K, K)
         if bool(finished.any()):  # a finished beam extends only with PAD, at no cost
             logp[finished] = float("-inf")
-            logp[..., pad_id].masked_fill_(finished, 0.0)
-        candidates = logp.add_(scores.unsqueeze(-1))  # (B, K, V)
-        new_lengths = lengths + (~finished).long()  # (B, K)
-        ranked = candidates / length_penalty(new_lengths, alpha).unsqueeze(-1) if alpha else candidates  # (B, K, V)
-        _, flat = ranked.view(batch, k * vocab).topk(k, dim=-1)  # (B, K)
-        beam, token = flat // vocab, flat % vocab  # (B, K), (B, K)
-        scores = candidates.view(batch, k * vocab).gather(1, flat)  # (B, K)
-        lengths = new_lengths.gather(1, beam)  # (B, K)
-        was_finished = finished.gather(1, beam)  # (B, K)
-        finished = was_finished | (token == eos_id)  # (B, K)
-        origin = (offsets + beam).view(-1)  # (B*K,)
-        tokens = torch.cat([_reorder(tokens, beam), token.unsqueeze(-1)], dim=-1)  # (B, K, t+1)
+            logp[..., 0].masked_fill_(finished, 0.0)
+            top_tokens[..., 0].masked_fill_(finished, pad_id)
+        candidates = logp.add_(scores.unsqueeze(-1))  # (A, K, K)
+        new_lengths = lengths + (~finished).long()  # (A, K)
+        ranked = candidates / length_penalty(new_lengths, alpha).unsqueeze(-1) if alpha else candidates
+        _, flat = ranked.view(-1, k * k).topk(k, dim=-1)  # (A, K)
+        beam = flat // k  # (A, K) each survivor's parent beam
+        token = top_tokens.view(-1, k * k).gather(1, flat)  # (A, K)
+        scores = candidates.view(-1, k * k).gather(1, flat)  # (A, K)
+        lengths = new_lengths.gather(1, beam)  # (A, K)
+        was_finished = finished.gather(1, beam)  # (A, K)
+        finished = was_finished | (token == eos_id)  # (A, K)
+        history = torch.cat([_reorder(history, beam), token.unsqueeze(-1)], dim=-1)  # (A, K, t+1)
+        origin = beam + torch.arange(0, beam.numel(), k, device=device).unsqueeze(1)  # (A, K) parent rows
         if out.weights is not None:
-            step_w = out.weights.index_select(0, origin).view(batch, k, 1, -1)  # (B, K, 1, S)
-            step_w = step_w.masked_fill(was_finished.view(batch, k, 1, 1), 0.0)
-            weights = step_w if weights is None else torch.cat([_reorder(weights, beam), step_w], 2)
-        done = finished.all(1) | (t + 1 >= limit)  # (B,)
+            step_w = out.weights[origin.view(-1)].view(-1, k, 1, out.weights.size(-1))  # (A, K, 1, S)
+            step_w = step_w.masked_fill(was_finished.view(-1, k, 1, 1), 0.0)
+            attention = step_w if attention is None else torch.cat([_reorder(attention, beam), step_w], 2)
+        done = finished.all(1) | (t + 1 >= limit)  # (A,)
         if alpha == 0.0:
             done = done | finished[:, 0]
-        finished = finished | done.unsqueeze(1)
-        if bool(done.all()):
-            break
-        prev, state = token.view(-1), out.state.index_select(origin)
-    final = scores / length_penalty(lengths, alpha)  # (B, K)
-    best_scores, best = final.max(dim=-1)  # (B,), (B,)
-    pick = torch.arange(batch, device=src.device)
-    best_tokens = tokens[pick, best]  # (B, T')
-    best_weights = None if weights is None else weights[pick, best]  # (B, T', S)
-    lengths = _lengths_before_eos(best_tokens, eos_id, pad_id)
-    return Hypotheses(best_tokens, lengths, best_scores, best_weights)
+        if bool(done.any()):  # the stopped sentences leave the batch with their best beam
+            stopped = done.nonzero().squeeze(1)  # (D,)
+            best_scores, best = (scores[stopped] / length_penalty(lengths[stopped], alpha)).max(-1)  # (D,)
+            results.scores[alive[stopped]] = best_scores
+            results.tokens[alive[stopped], : t + 1] = history[stopped, best]
+            if attention is not None:
+                results.attention(out.weights)[alive[stopped], : t + 1] = attention[stopped, best]
+            if bool(done.all()):
+                break
+            keep = (~done).nonzero().squeeze(1)  # (A',)
+            alive, limit, scores, finished = alive[keep], limit[keep], scores[keep], finished[keep]
+            lengths, history, token, origin = lengths[keep], history[keep], token[keep], origin[keep]
+            attention = None if attention is None else attention[keep]
+            memory = memory.index_select((keep.unsqueeze(1) * k + torch.arange(k, device=device)).view(-1))
+        prev, state = token.view(-1), out.state.index_select(origin.view(-1))
+    return results.hypotheses(t + 1, eos_id, pad_id)
 
 
 def search(

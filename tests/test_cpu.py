@@ -1,4 +1,4 @@
-"""Denormal flushing (seq2seq_attn/cpu.py): set before the thread pool starts, it reaches every thread."""
+"""CPU process settings (seq2seq_attn/cpu.py): denormals flushed on every thread, freed memory kept."""
 
 import subprocess
 import sys
@@ -51,3 +51,27 @@ def test_flush_denormals_reports_and_warns_when_threads_escaped(monkeypatch):
         assert cpu.flush_denormals() is False
     monkeypatch.setattr(cpu, "_pool_flushes", lambda: True)
     assert cpu.flush_denormals() is True
+
+
+RETAINED = """
+import ctypes, sys, torch
+import seq2seq_attn.cpu as cpu
+class MallInfo(ctypes.Structure):
+    names = "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost"
+    _fields_ = [(name, ctypes.c_int) for name in names.split()]
+libc = ctypes.CDLL("libc.so.6")
+libc.mallinfo.restype = MallInfo
+if sys.argv[1] == "keep":
+    assert cpu.keep_freed_memory()
+x = torch.ones(40 << 18)  # 40 MB, as a step's logits
+del x
+print(libc.mallinfo().fordblks >> 20)  # MB freed but still mapped, for the next step to reuse
+"""
+
+
+@pytest.mark.parametrize("mode,retained", [("keep", True), ("default", False)])
+def test_freed_memory_stays_in_the_process(mode, retained):
+    run = subprocess.run([sys.executable, "-c", RETAINED, mode], capture_output=True, text=True, check=True)
+    # glibc's default maps a 40 MB block on its own and unmaps it when freed: the next step's
+    # allocation then faults every 4 KB page back in
+    assert (int(run.stdout) >= 40) is retained

@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from conftest import CELLS, VARIANTS, tiny_model
+from conftest import CELLS, V_SRC, VARIANTS, tiny_model
 
 from seq2seq_attn.search import beam_search, greedy_search, length_penalty, max_lengths
 
@@ -24,6 +24,33 @@ def test_batched_greedy_equals_one_at_a_time(flow, attention, cell, input_feed, 
         torch.testing.assert_close(batched.scores[i], single.scores[0], atol=1e-4, rtol=0)
         if attention != "none":
             torch.testing.assert_close(batched.weights[i, :steps, :n], single.weights[0], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6])
+@pytest.mark.parametrize("flow,attention,input_feed", VARIANTS)
+def test_batched_beam_equals_one_at_a_time(flow, attention, input_feed, alpha):
+    # sentences stop at different steps and leave the batch: the others must not notice
+    torch.manual_seed(3)
+    model = tiny_model(flow, attention, "gru", input_feed=input_feed)
+    lengths = torch.tensor([6, 1, 4, 2, 5, 3])
+    src = torch.randint(4, V_SRC, (6, 6))
+    src[torch.arange(6).unsqueeze(0) >= lengths.unsqueeze(1)] = 0
+    settings = dict(beam_size=3, alpha=alpha, max_len_a=1.0, max_len_b=3)
+    for eos_bias in (None, -1e4):  # the model's own stops, then none: every sentence runs to its own cap
+        if eos_bias is not None:
+            model.decoder.output.bias.data[EOS] = eos_bias
+        batched = beam_search(model, src, lengths, BOS, EOS, **settings)
+        for i in range(6):
+            n = int(lengths[i])
+            single = beam_search(model, src[i : i + 1, :n], lengths[i : i + 1], BOS, EOS, **settings)
+            steps = single.tokens.size(1)
+            assert torch.equal(batched.tokens[i, :steps], single.tokens[0])
+            assert (batched.tokens[i, steps:] == 0).all()
+            torch.testing.assert_close(batched.scores[i], single.scores[0], atol=1e-4, rtol=0)
+            if attention != "none":
+                torch.testing.assert_close(batched.weights[i, :steps, :n], single.weights[0], atol=1e-5, rtol=0)
+                assert (batched.weights[i, steps:] == 0).all()
+    assert batched.lengths.tolist() == (lengths + 3).tolist()  # six different stopping steps
 
 
 @pytest.mark.parametrize("cell", CELLS)

@@ -70,9 +70,9 @@ def run_and_record(cell_dir: Path, args: list[str]) -> int:
 
 
 def main() -> None:
-    from seq2seq_attn.cpu import flush_denormals
+    from seq2seq_attn.cpu import configure
 
-    flush_denormals()  # before any parallel torch work: the thread pool inherits the mode
+    configure()  # CPU settings (seq2seq_attn/cpu.py) before any torch work: threads inherit them
     cell_dir = Path(sys.argv[1])
     args = sys.argv[3:] if sys.argv[2:3] == ["--"] else sys.argv[2:]
     sys.exit(run_and_record(cell_dir, args))
