@@ -149,7 +149,9 @@ def _translate(args, lines: list[str]) -> list[str]:
             f"warning: {cut} input line(s) longer than {args.max_input_tokens} tokens were cut to that length",
             file=sys.stderr,
         )
-    results = translate_tokens(module, [t[: args.max_input_tokens] for t in tokens], args.beam, args.alpha)
+    results = translate_tokens(
+        module, [t[: args.max_input_tokens] for t in tokens], args.beam, args.alpha, attention=False
+    )
     return [codec.detokenize(r.tokens) for r in results]
 
 

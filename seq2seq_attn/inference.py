@@ -79,8 +79,11 @@ def translate_tokens(
     beam_size: int = 1,
     alpha: float = 0.0,
     batch_size: int = 64,
+    attention: bool = True,
 ) -> list[Translation]:
-    """Decode tokenised sentences in order; an empty sentence gives an empty output."""
+    """Decode tokenised sentences in order; an empty sentence gives an empty output.
+
+    ``attention=False`` leaves :attr:`Translation.weights` None (no per-sentence copies)."""
     hp = module.hparams
     results: list[Translation] = [Translation([], None)] * len(sentences)
     order = sorted((i for i, s in enumerate(sentences) if len(s)), key=lambda i: len(sentences[i]))
@@ -92,7 +95,7 @@ def translate_tokens(
         hyp = search(module.model, src, lengths, BOS_ID, EOS_ID, PAD_ID, beam_size, alpha, hp.max_len_a, hp.max_len_b)
         for row, (i, tokens) in enumerate(zip(chunk, hyp.to_lists())):
             weights = None
-            if hyp.weights is not None:
+            if attention and hyp.weights is not None:
                 weights = hyp.weights[row, : len(tokens), : len(ids[row])].tolist()
             results[i] = Translation(module.trg_vocab.decode(tokens), weights)
     return results

@@ -5,7 +5,7 @@ import torch
 
 from seq2seq_attn.errors import ConfigError
 from seq2seq_attn.modules import SCORERS, Attention, NoAttention, build_attention, build_scorer
-from seq2seq_attn.modules.scorers import ConcatScorer
+from seq2seq_attn.modules.scorers import ConcatScorer, TanhEnergy
 
 B, S, T, D = 3, 5, 4, 6
 LENGTHS = torch.tensor([5, 3, 1])
@@ -58,6 +58,14 @@ def test_scorer_gradcheck(name):
     query = torch.randn(2, 2, D, dtype=torch.double, requires_grad=True)
     memory = torch.randn(2, 3, D, dtype=torch.double, requires_grad=True)
     assert torch.autograd.gradcheck(lambda q, m: scorer(q, scorer.prepare_keys(m)), (query, memory))
+
+
+def test_tanh_energy_recomputes_exact_gradients_for_query_keys_and_v():
+    q = torch.randn(2, 1, 4, dtype=torch.double, requires_grad=True)
+    keys = torch.randn(2, 3, 4, dtype=torch.double, requires_grad=True)
+    v = torch.randn(4, dtype=torch.double, requires_grad=True)
+    assert torch.autograd.gradcheck(TanhEnergy.apply, (q, keys, v))
+    torch.testing.assert_close(TanhEnergy.apply(q, keys, v), torch.tanh(q + keys) @ v)
 
 
 @pytest.mark.parametrize("name", sorted(SCORERS))
