@@ -61,15 +61,11 @@ def main() -> None:
                 best,
                 2.0,
             )
-    onmt_rss = [p["tput"]["peak_rss_mb"] for n, p in peers.items() if n.startswith("onmt") and p.get("tput")]
-    our_rss = [r["peak_rss_mb"] for r in rows.values() if r["precision"] == "32"]
-    add(
-        "peak RSS MB (training)",
-        max(our_rss) if our_rss else None,
-        ("OpenNMT-py", max(onmt_rss) if onmt_rss else None),
-        0.5,
-        True,
-    )
+    # training peak RSS, like for like: our process before it decodes vs OpenNMT-py's training process
+    for attention, peer in (("general", "onmt_general"), ("additive", "onmt_mlp")):
+        theirs = peers.get(peer, {}).get("tput", {}).get("peak_rss_mb")
+        ours_rss = mine("luong", attention, True, "32", "train_peak_rss_mb")
+        add(f"peak RSS MB in training, {attention} + feeding, fp32", ours_rss, (peer, theirs), 0.5, True)
     print("\n".join(lines))
     if ours:
         rates = ours["gemm_gflops"]

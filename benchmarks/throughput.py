@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import time
@@ -124,6 +125,7 @@ def worker(flow: str, attention: str, feed: bool, precision: str, steps: int, wa
         "tok_per_s": tokens / elapsed,
         "flops_per_token": flops_per_token,
     }
+    result["train_peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # before decoding
     if decode:
         model.eval()
         data.setup("test")
@@ -188,7 +190,7 @@ def main() -> None:
     print(f"harness mean target length (train.en, lowercase regex tokens + EOS): {mean_len:.2f}")
     header = (
         f"{'flow':<9}{'attention':<10}{'feed':<5}{'prec':<5}{'upd/s':>7}{'tok/s':>8}{'norm tok/s':>11}"
-        f"{'MFLOP/tok':>10}{'%fp32':>7}{'%bf16':>7}{'greedy/s':>9}{'beam5/s':>8}{'RSS MB':>8}"
+        f"{'MFLOP/tok':>10}{'%fp32':>7}{'%bf16':>7}{'greedy/s':>9}{'beam5/s':>8}{'RSS MB':>8}{'train RSS':>10}"
     )
     print(header)
     rows = []
@@ -207,7 +209,7 @@ def main() -> None:
                 f"{row['tok_per_s']:>8.0f}{row['norm_tok_per_s']:>11.0f}{row['flops_per_token'] / 1e6:>10.1f}"
                 f"{100 * row['share_fp32_gemm']:>6.0f}%{100 * row['share_bf16_gemm']:>6.0f}%"
                 f"{row.get('greedy_sents_per_s', float('nan')):>9.1f}{row.get('beam5_sents_per_s', float('nan')):>8.1f}"
-                f"{row['peak_rss_mb']:>8.0f}",
+                f"{row['peak_rss_mb']:>8.0f}{row['train_peak_rss_mb']:>10.0f}",
                 flush=True,
             )
     if args.json:

@@ -3,11 +3,13 @@
 import pytest
 import torch
 from conftest import CELLS, V_SRC, V_TRG, VARIANTS, tiny_model
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from seq2seq_attn.errors import ConfigError
 from seq2seq_attn.modules import build_seq2seq
 from seq2seq_attn.modules.dropout import Dropout
 from seq2seq_attn.modules.encoder import RNNEncoder
+from seq2seq_attn.modules.rnn import merge_directions
 
 
 def gold_prefix(batch=3, steps=6):
@@ -64,6 +66,22 @@ def test_encoder_ignores_padding(cell):
     final_long = long.final[0] if cell == "lstm" else long.final
     assert final_short.shape == (2, 1, 8)
     torch.testing.assert_close(final_short, final_long)
+
+
+@pytest.mark.parametrize("bidirectional", [True, False])
+def test_padded_gru_encoder_equals_nn_gru_over_packed_sequences(bidirectional):
+    torch.manual_seed(0)
+    encoder = RNNEncoder("gru", V_SRC, 6, 4, num_layers=2, bidirectional=bidirectional).eval()
+    lengths = torch.tensor([5, 2, 4, 1])
+    src = torch.randint(4, V_SRC, (4, 5)).masked_fill(torch.arange(5) >= lengths.unsqueeze(1), 0)
+    out = encoder(src, lengths)
+    packed = pack_padded_sequence(encoder.embedding(src), lengths, batch_first=True, enforce_sorted=False)
+    outputs, final = encoder.rnn(packed)  # the reference: nn.GRU over packed sequences
+    memory, _ = pad_packed_sequence(outputs, batch_first=True, total_length=5)
+    torch.testing.assert_close(out.memory, memory)
+    torch.testing.assert_close(out.final, merge_directions(final, 2))
+    out.memory.sum().backward()  # gradients reach every layer and direction
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in encoder.rnn.parameters())
 
 
 @pytest.mark.parametrize(
