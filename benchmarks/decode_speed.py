@@ -1,13 +1,14 @@
 """Decoding speed of a trained checkpoint, measured the way OpenNMT-py reports its own.
 
-    python benchmarks/decode_speed.py CKPT SOURCE [--out-dir DIR] [--json FILE] [--beams 1 5]
+    python benchmarks/decode_speed.py CKPT SOURCE [--out-dir DIR] [--json FILE] [--beams 1 5] [--alpha A]
 
 Loads the checkpoint, tokenises SOURCE (one sentence per line, e.g. test_2016_flickr.de),
 then times decoding alone (OpenNMT-py's "Generation took ... sec": no model load, no
 tokenisation, no file writing), greedy and beam 5, 64 sentences per batch, with the peer
 harness's settings: no length penalty (alpha 0, OpenNMT-py's default) and at most 100
 output tokens (``-max_length 100``). Writes each output to DIR/beam{K}.txt, so BLEU is
-scored on exactly the text that was timed (benchmarks/harness_bleu.py).
+scored on exactly the text that was timed (benchmarks/harness_bleu.py). ``--alpha A`` decodes
+with the length penalty of Wu et al. (2016) instead, into DIR/beam{K}_alpha{A}.txt.
 """
 
 import argparse
@@ -28,6 +29,7 @@ def main() -> None:
     parser.add_argument("--json", help="also write the numbers here")
     parser.add_argument("--beams", type=int, nargs="+", default=[1, 5])
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--alpha", type=float, default=0.0, help="length penalty (the harness decodes with 0)")
     args = parser.parse_args()
     configure()
     torch.set_num_threads(args.threads)
@@ -45,10 +47,11 @@ def main() -> None:
     results = {}
     for beam in args.beams:
         start = time.perf_counter()
-        outputs = translate_tokens(module, sentences, beam, alpha=0.0, attention=False)
+        outputs = translate_tokens(module, sentences, beam, alpha=args.alpha, attention=False)
         seconds = time.perf_counter() - start
-        (out_dir / f"beam{beam}.txt").write_text("".join(codec.detokenize(t.tokens) + "\n" for t in outputs))
-        key = "greedy" if beam == 1 else f"beam{beam}"
+        name = f"beam{beam}" + (f"_alpha{args.alpha}" if args.alpha else "")
+        (out_dir / f"{name}.txt").write_text("".join(codec.detokenize(t.tokens) + "\n" for t in outputs))
+        key = ("greedy" if beam == 1 else f"beam{beam}") + (f"_alpha{args.alpha}" if args.alpha else "")
         results[key] = {"sentences": len(lines), "decode_s": round(seconds, 3), "sents_per_s": len(lines) / seconds}
         print(f"{key}: {len(lines)} sentences in {seconds:.2f} s = {len(lines) / seconds:.1f} sent/s", flush=True)
     if args.json:

@@ -78,10 +78,15 @@ def main() -> None:
                 f"  {r['flow']} {r['attention']} feed={r['input_feed']} {r['precision']}: "
                 f"{100 * r['share_fp32_gemm']:.0f}% of fp32, {100 * r['share_bf16_gemm']:.0f}% of bf16"
             )
-    bleu = {n: p["decode"]["beam5"]["bleu"] for n, p in peers.items() if p.get("decode", {}).get("beam5")}
-    ours_bleu = load(work / "ours" / "decode_beam5.json").get("bleu")
-    if bleu or ours_bleu:
-        print(f"\nBLEU (harness way, beam 5) after the same budget: ours {ours_bleu}; peers {bleu}")
+    for key, name in (("greedy", "beam1"), ("beam5", "beam5")):
+        theirs = {n: p["decode"][key]["bleu"] for n, p in peers.items() if p.get("decode", {}).get(key)}
+        ours_bleu = load(work / "ours" / f"bleu_{name}.json").get("bleu")
+        if theirs or ours_bleu:
+            print(f"BLEU (harness way, {key}, alpha 0) after the same budget: ours {ours_bleu}; peers {theirs}")
+    tuned = load(work / "ours" / "bleu_beam5_alpha1.0.json").get("bleu")
+    if tuned is not None:
+        speed = load(work / "ours" / "decode_alpha.json").get("beam5_alpha1.0", {}).get("sents_per_s", 0)
+        print(f"ours, beam 5 with alpha 1.0 (chosen on dev): BLEU {tuned}, {speed:.0f} sent/s")
 
 
 if __name__ == "__main__":

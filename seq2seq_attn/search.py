@@ -102,7 +102,7 @@ def greedy_search(
     for t in range(steps):
         out = model.decode_step(prev, state, memory)
         logp, token = _forbid_specials(out.log_probs, bos_id, pad_id).max(dim=-1)  # (A,), (A,)
-        results.scores.index_add_(0, alive, logp)
+        results.scores.index_add_(0, alive, logp.float())  # fp32 sums, also under bf16 autocast
         results.tokens[alive, t] = token
         if out.weights is not None:
             results.attention(out.weights)[alive, t] = out.weights
@@ -156,7 +156,7 @@ def beam_search(
         out = model.decode_step(prev, state, memory)
         # each beam's K best continuations: the step's K best are among them
         logp, top_tokens = _forbid_specials(out.log_probs, bos_id, pad_id).topk(k, dim=-1)  # (A*K, K)
-        logp = logp.view(-1, k, k)  # (A, K, K)
+        logp = logp.view(-1, k, k).float()  # (A, K, K) fp32 scores, also under bf16 autocast
         top_tokens = top_tokens.view(-1, k, k)  # (A, K, K)
         if bool(finished.any()):  # a finished beam extends only with PAD, at no cost
             logp[finished] = float("-inf")

@@ -133,3 +133,16 @@ def test_cpu_dropout_keeps_1_minus_p_scaled_and_routes_gradient_through_the_mask
     first = Dropout(0.5).train()(torch.ones(64))
     torch.manual_seed(1)
     assert torch.equal(first, Dropout(0.5).train()(torch.ones(64)))  # seeded: the same mask
+
+
+def test_param_init_draws_every_parameter_uniformly_and_keeps_padding_rows_zero():
+    from seq2seq_attn.lit_module import Seq2SeqLitModule
+
+    torch.manual_seed(0)
+    module = Seq2SeqLitModule(param_init=0.1)
+    values = torch.cat([p.detach().flatten() for p in module.model.parameters()])
+    assert values.abs().max() <= 0.1 and values.abs().max() > 0.099  # fills the whole range
+    assert abs(values.mean().item()) < 0.005 and abs(values.std().item() - 0.1 / 3**0.5) < 0.002
+    assert (module.model.encoder.embedding.weight[0] == 0).all()  # PAD
+    default = Seq2SeqLitModule()
+    assert default.model.encoder.embedding.weight.abs().max() > 1  # PyTorch's N(0, 1) embeddings

@@ -108,3 +108,13 @@ def test_alpha_favours_longer_hypotheses(src_batch):
     short = beam_search(model, src, lengths, BOS, EOS, beam_size=5, alpha=0.0)
     long = beam_search(model, src, lengths, BOS, EOS, beam_size=5, alpha=2.0)
     assert long.lengths.sum() >= short.lengths.sum()
+
+
+def test_search_under_bf16_autocast_keeps_fp32_scores(src_batch):
+    model = tiny_model("luong", "additive", "gru")
+    src, lengths = src_batch
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        greedy = greedy_search(model, src, lengths, BOS, EOS)
+        beam = beam_search(model, src, lengths, BOS, EOS, beam_size=3)
+    for result in (greedy, beam):
+        assert result.scores.dtype == torch.float32 and torch.isfinite(result.scores).all()
