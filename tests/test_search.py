@@ -9,21 +9,28 @@ from seq2seq_attn.search import beam_search, greedy_search, length_penalty, max_
 BOS, EOS = 1, 2
 
 
+def assert_batched_equals_one_at_a_time(search, src, lengths):
+    """``search(src, lengths)`` on the batch gives, row by row, what it gives on each sentence alone."""
+    batched = search(src, lengths)
+    for i in range(src.size(0)):
+        n = int(lengths[i])
+        single = search(src[i : i + 1, :n], lengths[i : i + 1])
+        steps = single.tokens.size(1)
+        assert torch.equal(batched.tokens[i, :steps], single.tokens[0])
+        assert (batched.tokens[i, steps:] == 0).all()
+        torch.testing.assert_close(batched.scores[i], single.scores[0], atol=1e-4, rtol=0)
+        if batched.weights is not None:
+            torch.testing.assert_close(batched.weights[i, :steps, :n], single.weights[0], atol=1e-5, rtol=0)
+            assert (batched.weights[i, steps:] == 0).all()
+    return batched
+
+
 @pytest.mark.parametrize("cell", CELLS)
 @pytest.mark.parametrize("flow,attention,input_feed", VARIANTS)
 def test_batched_greedy_equals_one_at_a_time(flow, attention, cell, input_feed, src_batch):
     model = tiny_model(flow, attention, cell, input_feed=input_feed)
     src, lengths = src_batch
-    batched = greedy_search(model, src, lengths, BOS, EOS)
-    for i in range(src.size(0)):
-        n = int(lengths[i])
-        single = greedy_search(model, src[i : i + 1, :n], lengths[i : i + 1], BOS, EOS)
-        steps = single.tokens.size(1)
-        assert torch.equal(batched.tokens[i, :steps], single.tokens[0])
-        assert (batched.tokens[i, steps:] == 0).all()
-        torch.testing.assert_close(batched.scores[i], single.scores[0], atol=1e-4, rtol=0)
-        if attention != "none":
-            torch.testing.assert_close(batched.weights[i, :steps, :n], single.weights[0], atol=1e-5, rtol=0)
+    assert_batched_equals_one_at_a_time(lambda s, n: greedy_search(model, s, n, BOS, EOS), src, lengths)
 
 
 @pytest.mark.parametrize("alpha", [0.0, 0.6])
@@ -39,17 +46,9 @@ def test_batched_beam_equals_one_at_a_time(flow, attention, input_feed, alpha):
     for eos_bias in (None, -1e4):  # the model's own stops, then none: every sentence runs to its own cap
         if eos_bias is not None:
             model.decoder.output.bias.data[EOS] = eos_bias
-        batched = beam_search(model, src, lengths, BOS, EOS, **settings)
-        for i in range(6):
-            n = int(lengths[i])
-            single = beam_search(model, src[i : i + 1, :n], lengths[i : i + 1], BOS, EOS, **settings)
-            steps = single.tokens.size(1)
-            assert torch.equal(batched.tokens[i, :steps], single.tokens[0])
-            assert (batched.tokens[i, steps:] == 0).all()
-            torch.testing.assert_close(batched.scores[i], single.scores[0], atol=1e-4, rtol=0)
-            if attention != "none":
-                torch.testing.assert_close(batched.weights[i, :steps, :n], single.weights[0], atol=1e-5, rtol=0)
-                assert (batched.weights[i, steps:] == 0).all()
+        batched = assert_batched_equals_one_at_a_time(
+            lambda s, n: beam_search(model, s, n, BOS, EOS, **settings), src, lengths
+        )
     assert batched.lengths.tolist() == (lengths + 3).tolist()  # six different stopping steps
 
 
