@@ -4,8 +4,8 @@
 
 Loads the checkpoint, tokenises SOURCE (one sentence per line, e.g. test_2016_flickr.de),
 then times decoding alone (OpenNMT-py's "Generation took ... sec": no model load, no
-tokenisation, no file writing), greedy and beam 5, 64 sentences per batch, with the peer
-harness's settings: no length penalty (alpha 0, OpenNMT-py's default) and at most 100
+tokenisation, no file writing), greedy and beam 5, 64 sentences per batch (``--batch-size``),
+with the peer harness's settings: no length penalty (alpha 0, OpenNMT-py's default) and at most 100
 output tokens (``-max_length 100``). Writes each output to DIR/beam{K}.txt, so BLEU is
 scored on exactly the text that was timed (benchmarks/harness_bleu.py). ``--alpha A`` decodes
 with the length penalty of Wu et al. (2016) instead, into DIR/beam{K}_alpha{A}.txt.
@@ -29,6 +29,7 @@ def main() -> None:
     parser.add_argument("--json", help="also write the numbers here")
     parser.add_argument("--beams", type=int, nargs="+", default=[1, 5])
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--batch-size", type=int, default=64, help="sentences per batch (the harness's 64)")
     parser.add_argument("--alpha", type=float, default=0.0, help="length penalty (the harness decodes with 0)")
     args = parser.parse_args()
     configure()
@@ -47,7 +48,7 @@ def main() -> None:
     results = {}
     for beam in args.beams:
         start = time.perf_counter()
-        outputs = translate_tokens(module, sentences, beam, alpha=args.alpha, attention=False)
+        outputs = translate_tokens(module, sentences, beam, args.alpha, args.batch_size, attention=False)
         seconds = time.perf_counter() - start
         name = f"beam{beam}" + (f"_alpha{args.alpha}" if args.alpha else "")
         (out_dir / f"{name}.txt").write_text("".join(codec.detokenize(t.tokens) + "\n" for t in outputs))

@@ -78,12 +78,14 @@ def translate_tokens(
     sentences: Sequence[Sequence[str]],
     beam_size: int = 1,
     alpha: float = 0.0,
-    batch_size: int = 64,
+    batch_size: int = 128,
     attention: bool = True,
 ) -> list[Translation]:
     """Decode tokenised sentences in order; an empty sentence gives an empty output.
 
-    ``attention=False`` leaves :attr:`Translation.weights` None (no per-sentence copies)."""
+    ``attention=False`` leaves :attr:`Translation.weights` None (no per-sentence copies). Batches
+    of 128 length-sorted sentences: on Multi30k 883 greedy / 227 beam-5 sentences/s vs 760 / 218
+    with 64 (2 cores; 256 was no faster)."""
     hp = module.hparams
     results: list[Translation] = [Translation([], None)] * len(sentences)
     order = sorted((i for i, s in enumerate(sentences) if len(s)), key=lambda i: len(sentences[i]))
