@@ -88,7 +88,9 @@ class RNNDecoder(nn.Module):
         skips the padding, and the output layer is about half of the model's FLOPs.
         """
         features = self.dropout(features)  # on every position, so the dropout masks do not depend on select
-        return self.output(features if select is None else features[select])
+        if select is not None:  # index_select, not features[select]: 0.3 vs 2.2 ms forward + backward
+            features = features.flatten(0, 1).index_select(0, select.flatten().nonzero().squeeze(1))  # (N, F)
+        return self.output(features)
 
     def forward(
         self, trg_in: Tensor, state: DecoderState, memory: Memory, select: Optional[Tensor] = None
