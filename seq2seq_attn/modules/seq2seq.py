@@ -12,14 +12,9 @@ from seq2seq_attn.modules.rnn import Bridge, top_hidden
 
 
 class StepResult(NamedTuple):
-    logits: Tensor  # (B, V) unnormalised: search normalises only what it keeps
+    log_probs: Tensor  # (B, V)
     state: DecoderState
     weights: Optional[Tensor]  # (B, S), None without attention
-
-    @property
-    def log_probs(self) -> Tensor:
-        """``(B, V)`` log-softmax of the logits."""
-        return self.logits.log_softmax(-1)
 
 
 class Seq2SeqOutput(NamedTuple):
@@ -55,9 +50,9 @@ class Seq2Seq(nn.Module):
         """One search step. Args: prev_tokens ``(B,)`` the tokens chosen last step."""
         emb = self.decoder.embed(prev_tokens.unsqueeze(1))  # (B, 1, E)
         out = self.decoder.step(emb, state, memory)
-        logits = self.decoder.logits(out.features).squeeze(1)  # (B, V)
+        log_probs = self.decoder.logits(out.features).squeeze(1).log_softmax(-1)  # (B, V)
         weights = None if out.weights is None else out.weights.squeeze(1)  # (B, S)
-        return StepResult(logits, out.state, weights)
+        return StepResult(log_probs, out.state, weights)
 
     def forward(
         self, src: Tensor, src_lengths: Tensor, trg_in: Tensor, select: Optional[Tensor] = None
