@@ -75,6 +75,7 @@ def worker(flow: str, attention: str, feed: bool, precision: str, steps: int, wa
     from seq2seq_attn.cpu import configure
     from seq2seq_attn.data.parallel import ParallelDataModule
     from seq2seq_attn.data.vocab import BOS_ID, EOS_ID, PAD_ID
+    from seq2seq_attn.loss import token_loss
     from seq2seq_attn.search import search
 
     configure()  # what the seq2seq-attn command and the Lightning module do
@@ -87,8 +88,7 @@ def worker(flow: str, attention: str, feed: bool, precision: str, steps: int, wa
 
     def update(batch) -> None:
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):  # what Lightning's bf16-mixed does
-            logits = model(batch.src, batch.src_lengths, batch.trg_in).logits
-        loss = torch.nn.functional.cross_entropy(logits.float().transpose(1, 2), batch.trg_out, ignore_index=PAD_ID)
+            loss = token_loss(model, batch)  # the Lightning module's training loss
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)

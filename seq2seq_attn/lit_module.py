@@ -17,6 +17,7 @@ from seq2seq_attn.data.collate import Batch
 from seq2seq_attn.data.vocab import BOS_ID, EOS_ID, PAD_ID, Vocab
 from seq2seq_attn.errors import ConfigError
 from seq2seq_attn.evaluation import Evaluation, all_gather
+from seq2seq_attn.loss import token_loss
 from seq2seq_attn.metrics import DEFAULT_BUCKETS, format_table, sacrebleu_signature
 from seq2seq_attn.modules import build_seq2seq
 from seq2seq_attn.results import environment_info, write_json, write_test_results
@@ -190,9 +191,7 @@ class Seq2SeqLitModule(pl.LightningModule):
         return out, loss
 
     def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
-        real = batch.trg_out != PAD_ID  # (B, T): the output layer runs on real target tokens only
-        logits = self.model(batch.src, batch.src_lengths, batch.trg_in, select=real).logits  # (N, V)
-        loss = F.cross_entropy(logits, batch.trg_out[real], label_smoothing=self.hparams.label_smoothing)
+        loss = token_loss(self.model, batch, self.hparams.label_smoothing)
         if not torch.isfinite(loss):
             raise FloatingPointError(
                 f"training loss is {loss.item()} at step {self.global_step}: lower the lr or "
