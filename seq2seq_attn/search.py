@@ -45,6 +45,32 @@ def _forbid_specials(log_probs: Tensor, bos_id: int, pad_id: int) -> Tensor:
     return log_probs.index_fill_(-1, torch.tensor([bos_id, pad_id], device=log_probs.device), float("-inf"))
 
 
+TOPK_CHUNK = 64  # columns per chunk in row_topk: fastest of 32-256 for V = 6k, K = 1 and 5
+
+
+def row_topk(x: Tensor, k: int) -> tuple[Tensor, Tensor]:
+    """``x.topk(k, -1)`` for a wide ``x`` ``(N, V)``, about twice as fast on CPU.
+
+    Splits each row into chunks of :data:`TOPK_CHUNK` columns, keeps the k chunks with
+    the largest maxima (plus the ragged tail) and ranks only their columns. Exact: an
+    element of the top k that sits in a dropped chunk would be below k chunk maxima, each
+    of them a distinct element at least as large. Returns values and column indices ``(N, k)``.
+    """
+    rows, width = x.shape
+    body = width // TOPK_CHUNK * TOPK_CHUNK  # columns in whole chunks
+    if k * TOPK_CHUNK + (width - body) >= width:
+        return x.topk(k, dim=-1)
+    chunk_max = x[:, :body].view(rows, -1, TOPK_CHUNK).amax(-1)  # (N, V // C)
+    chunks = chunk_max.topk(k, dim=-1).indices  # (N, k)
+    offsets = torch.arange(TOPK_CHUNK, device=x.device)  # (C,)
+    columns = (chunks.unsqueeze(-1) * TOPK_CHUNK + offsets).view(rows, -1)  # (N, k*C)
+    if body < width:  # the tail is always a candidate
+        tail = torch.arange(body, width, device=x.device).expand(rows, -1)  # (N, V - body)
+        columns = torch.cat([columns, tail], dim=1)
+    values, pick = x.gather(1, columns).topk(k, dim=-1)  # (N, k)
+    return values, columns.gather(1, pick)
+
+
 def _lengths_before_eos(tokens: Tensor, eos_id: int, pad_id: int) -> Tensor:
     """Args: tokens ``(B, T')``. Returns ``(B,)`` count of tokens before EOS/PAD."""
     stop = (tokens == eos_id) | (tokens == pad_id)  # (B, T')
@@ -101,7 +127,8 @@ def greedy_search(
     prev = torch.full_like(src_lengths, bos_id)  # (A,)
     for t in range(steps):
         out = model.decode_step(prev, state, memory)
-        logp, token = _forbid_specials(out.log_probs, bos_id, pad_id).max(dim=-1)  # (A,), (A,)
+        logp, token = row_topk(_forbid_specials(out.log_probs, bos_id, pad_id), 1)  # (A, 1), (A, 1)
+        logp, token = logp.squeeze(1), token.squeeze(1)  # (A,)
         results.scores.index_add_(0, alive, logp.float())  # fp32 sums, also under bf16 autocast
         results.tokens[alive, t] = token
         if out.weights is not None:
@@ -155,7 +182,7 @@ def beam_search(
     for t in range(steps):
         out = model.decode_step(prev, state, memory)
         # each beam's K best continuations: the step's K best are among them
-        logp, top_tokens = _forbid_specials(out.log_probs, bos_id, pad_id).topk(k, dim=-1)  # (A*K, K)
+        logp, top_tokens = row_topk(_forbid_specials(out.log_probs, bos_id, pad_id), k)  # (A*K, K)
         logp = logp.view(-1, k, k).float()  # (A, K, K) fp32 scores, also under bf16 autocast
         top_tokens = top_tokens.view(-1, k, k)  # (A, K, K)
         if bool(finished.any()):  # a finished beam extends only with PAD, at no cost
