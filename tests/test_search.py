@@ -4,7 +4,7 @@ import pytest
 import torch
 from conftest import CELLS, V_SRC, VARIANTS, tiny_model
 
-from seq2seq_attn.search import beam_search, greedy_search, length_penalty, max_lengths
+from seq2seq_attn.search import beam_search, greedy_search, length_penalty, max_lengths, row_topk
 
 BOS, EOS = 1, 2
 
@@ -117,3 +117,16 @@ def test_search_under_bf16_autocast_keeps_fp32_scores(src_batch):
         beam = beam_search(model, src, lengths, BOS, EOS, beam_size=3)
     for result in (greedy, beam):
         assert result.scores.dtype == torch.float32 and torch.isfinite(result.scores).all()
+
+
+@pytest.mark.parametrize("width", [5, 130, 1000, 5987])
+@pytest.mark.parametrize("k", [1, 5])
+def test_row_topk_equals_torch_topk(width, k):
+    torch.manual_seed(width + k)
+    x = torch.randn(40, width).log_softmax(-1)
+    x[:, :2] = float("-inf")  # forbidden tokens, as search sets them
+    x[3, width // 2 :] += 50.0  # one row whose best tokens all sit in few chunks
+    values, indices = row_topk(x, min(k, width))
+    expected = x.topk(min(k, width), dim=-1)
+    torch.testing.assert_close(values, expected.values, atol=0, rtol=0)
+    assert torch.equal(indices, expected.indices)
