@@ -11,23 +11,37 @@
 # The equal-budget run trains ours on lowercased text like the peers' (their harness lowercases), with
 # no validation (neither do theirs), parameters initialised uniform in +-0.1 like OpenNMT-py's (chosen on
 # the dev set: 36.04 -> 36.78 BLEU, beam 5), and scores both the harness's way (benchmarks/harness_bleu.py).
+#
+# One environment for all: the harness itself starts the peers with OMP_WAIT_POLICY=PASSIVE, which
+# slows OpenNMT-py and us alike by 25-35% (OpenMP threads sleep after every parallel region). Here the
+# peers run through benchmarks/peers_env.py with the caller's policy (unset = libgomp's default, what
+# users get), our runs inherit the same, and every result records it; peer_ratios.py refuses to divide
+# numbers measured under different policies. BLEU_PEERS (default: the additive peer onmt_mlp, the model
+# our budget run trains) chooses the peers of the equal-budget run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-HARNESS=${PEERS_HARNESS:-../shared/tools/peers}
+HARNESS=$(cd "${PEERS_HARNESS:-../shared/tools/peers}" && pwd)
 export PEERS_WORK=${PEERS_WORK:-$PWD/runs/peers}
 export S2S_DATA_ROOT=${S2S_DATA_ROOT:-$PWD/../shared/data}
 PY=${PY:-.venv/bin/python}
 PEERS=${PEERS:-onmt_general onmt_mlp joey_luong joey_bahdanau}
 BUDGET_MIN=${BUDGET_MIN:-10}
+BLEU_PEERS=${BLEU_PEERS:-onmt_mlp}
 mkdir -p "$PEERS_WORK/ours"
+echo "OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-<unset: libgomp default>} for the peers and for ours"
+peer() {  # peer tput|budget|decode SYSTEM [MINUTES]: the harness's measurement under our environment
+    PEERS_HARNESS="$HARNESS" python3 benchmarks/peers_env.py "$@"
+}
 
 [ -x "$PEERS_WORK/opennmt/venv/bin/onmt_train" ] || bash "$HARNESS/run_peers.sh" setup
 [ -s "$PEERS_WORK/data/tok/vocab.en" ] || bash "$HARNESS/run_peers.sh" data
-bash "$HARNESS/run_peers.sh" tput $PEERS
+for s in $PEERS; do rm -rf "$PEERS_WORK/runs/${s}_tput"; peer tput "$s"; done
 OMP_NUM_THREADS=2 $PY benchmarks/throughput.py --variants peers --precisions 32 bf16 --json "$PEERS_WORK/ours/throughput.json"
 
 if [ "${1:-}" = bleu ]; then
-    bash "$HARNESS/run_peers.sh" bleu $PEERS
+    for s in $BLEU_PEERS; do
+        rm -rf "$PEERS_WORK/runs/${s}_budget"; peer budget "$s" "$BUDGET_MIN"; peer decode "$s"
+    done
     run="$PEERS_WORK/ours/budget"
     rm -rf "$run"
     OMP_NUM_THREADS=2 $PY -m seq2seq_attn.cli fit --config experiments/base.yaml \

@@ -13,6 +13,7 @@ with the length penalty of Wu et al. (2016) instead, into DIR/beam{K}_alpha{A}.t
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 
@@ -54,6 +55,7 @@ def main() -> None:
         (out_dir / f"{name}.txt").write_text("".join(codec.detokenize(t.tokens) + "\n" for t in outputs))
         key = ("greedy" if beam == 1 else f"beam{beam}") + (f"_alpha{args.alpha}" if args.alpha else "")
         results[key] = {"sentences": len(lines), "decode_s": round(seconds, 3), "sents_per_s": len(lines) / seconds}
+        results[key]["omp_wait_policy"] = os.environ.get("OMP_WAIT_POLICY") or "default"
         print(f"{key}: {len(lines)} sentences in {seconds:.2f} s = {len(lines) / seconds:.1f} sent/s", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))

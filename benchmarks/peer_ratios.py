@@ -1,33 +1,53 @@
 """The issue-7 ratios from one compare_peers.sh run: ours / the fastest peer, target by target.
 
 python benchmarks/peer_ratios.py PEERS_WORK
+
+A speed is divided only by one measured under the same OpenMP wait policy (recorded with
+each result; the harness's own runs, which record none, used PASSIVE).
 """
 
 import json
 import sys
 from pathlib import Path
 
+HARNESS_POLICY = "PASSIVE"  # what the peer harness sets when not run through peers_env.py
+
 
 def load(path: Path) -> dict:
     return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def policy(result: dict, default: str = HARNESS_POLICY) -> str:
+    return result.get("omp_wait_policy", default)
 
 
 def main() -> None:
     work = Path(sys.argv[1])
     peers = {p.stem: load(p) for p in sorted((work / "results").glob("*.json"))}
     ours = load(work / "ours" / "throughput.json")
+    ours_policy = policy(ours, "default")
     rows = {(r["flow"], r["attention"], r["input_feed"], r["precision"]): r for r in ours.get("rows", [])}
 
     def peer_tput(names):
-        found = {n: peers[n]["tput"]["norm_tgt_tok_per_s"] for n in names if peers.get(n, {}).get("tput")}
-        return max(found.items(), key=lambda kv: kv[1]) if found else (None, None)
+        found = {n: peers[n]["tput"] for n in names if peers.get(n, {}).get("tput")}
+        if not found:
+            return (None, None, None)
+        name, best = max(found.items(), key=lambda kv: kv[1]["norm_tgt_tok_per_s"])
+        return (name, best["norm_tgt_tok_per_s"], policy(best))
 
     lines = ["| target | ours | fastest peer | ratio | goal | met |", "|---|---|---|---|---|---|"]
 
-    def add(label, mine, peer, goal, lower_is_better=False):
+    def add(label, mine, peer, goal, lower_is_better=False, mine_policy=None):
+        """peer: (name, value, its OpenMP wait policy or None where the policy does not matter)."""
         if mine is None or peer[1] is None:
             shown = "-" if mine is None else f"{mine:.0f}"
             lines.append(f"| {label} | {shown} | {peer[0]}: {peer[1]} | - | {goal}x | not measured |")
+            return
+        if peer[2] is not None and peer[2] != (mine_policy or ours_policy):
+            lines.append(
+                f"| {label} | {mine:.0f} | {peer[0]}: {peer[1]:.0f} | - | {goal}x | not comparable: "
+                f"OMP_WAIT_POLICY {mine_policy or ours_policy} (ours) vs {peer[2]} (peer) |"
+            )
             return
         ratio = mine / peer[1]
         met = ratio <= goal if lower_is_better else ratio >= goal
@@ -50,10 +70,14 @@ def main() -> None:
     # 320-update Luong general model (a barely trained model: its output lengths differ from a trained one's)
     decoded = load(work / "ours" / "decode.json")
     for key, label in (("greedy", "greedy"), ("beam5", "beam 5")):
-        found = {n: p["decode"][key]["sents_per_s"] for n, p in peers.items() if p.get("decode", {}).get(key)}
-        best = max(found.items(), key=lambda kv: kv[1]) if found else (None, None)
+        found = {n: p["decode"][key] for n, p in peers.items() if p.get("decode", {}).get(key)}
+        best = (None, None, None)
+        if found:
+            name, result = max(found.items(), key=lambda kv: kv[1]["sents_per_s"])
+            best = (name, result["sents_per_s"], policy(result))
         if key in decoded:
-            add(f"decode sent/s, {label} (equal-budget models)", decoded[key]["sents_per_s"], best, 2.0)
+            speed, speed_policy = decoded[key]["sents_per_s"], policy(decoded[key], "default")
+            add(f"decode sent/s, {label} (equal-budget models)", speed, best, 2.0, mine_policy=speed_policy)
         else:
             add(
                 f"decode sent/s, {label} (320-update model)",
@@ -65,7 +89,7 @@ def main() -> None:
     for attention, peer in (("general", "onmt_general"), ("additive", "onmt_mlp")):
         theirs = peers.get(peer, {}).get("tput", {}).get("peak_rss_mb")
         ours_rss = mine("luong", attention, True, "32", "train_peak_rss_mb")
-        add(f"peak RSS MB in training, {attention} + feeding, fp32", ours_rss, (peer, theirs), 0.5, True)
+        add(f"peak RSS MB in training, {attention} + feeding, fp32", ours_rss, (peer, theirs, None), 0.5, True)
     print("\n".join(lines))
     if ours:
         rates = ours["gemm_gflops"]

@@ -213,7 +213,9 @@ def main() -> None:
                 flush=True,
             )
     if args.json:
-        Path(args.json).write_text(json.dumps({"gemm_gflops": rates, "mean_target_length": mean_len, "rows": rows}))
+        policy = os.environ.get("OMP_WAIT_POLICY") or "default"  # peer_ratios.py compares like with like
+        record = {"gemm_gflops": rates, "mean_target_length": mean_len, "omp_wait_policy": policy, "rows": rows}
+        Path(args.json).write_text(json.dumps(record))
 
 
 if __name__ == "__main__":
