@@ -19,7 +19,10 @@ class SoftmaxCrossEntropy(torch.autograd.Function):
 
     With smoothing ε the target is ``(1 - ε) onehot(y) + ε / V`` (as in ``F.cross_entropy``):
     ``loss = lse - (1 - ε) x_y - ε mean(x)`` and ``d loss / d x = p - (1 - ε) onehot(y) - ε / V``,
-    with ``p = softmax(x)`` and ``lse = log Σ exp(x)``.
+    with ``p = softmax(x)`` and ``lse = log Σ exp(x)``. The backward turns the saved
+    probabilities into the gradient in place, so a graph through this loss is walked once:
+    a second ``backward(retain_graph=True)`` pass fails with torch's "modified by an inplace
+    operation" error rather than giving a wrong gradient.
     """
 
     @staticmethod
