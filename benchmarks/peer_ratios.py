@@ -74,7 +74,7 @@ def main() -> None:
         best = (None, None, None)
         if found:
             name, result = max(found.items(), key=lambda kv: kv[1]["sents_per_s"])
-            best = (name, result["sents_per_s"], policy(result))
+            best = (name, result["sents_per_s"], policy(result, policy(peers[name]["decode"])))
         if key in decoded:
             speed, speed_policy = decoded[key]["sents_per_s"], policy(decoded[key], "default")
             add(f"decode sent/s, {label} (equal-budget models)", speed, best, 2.0, mine_policy=speed_policy)
