@@ -13,7 +13,7 @@
 # the dev set: 36.04 -> 36.78 BLEU, beam 5), and scores both the harness's way (benchmarks/harness_bleu.py).
 #
 # One environment for all: the harness itself starts the peers with OMP_WAIT_POLICY=PASSIVE, which
-# slows OpenNMT-py and us alike by 25-35% (OpenMP threads sleep after every parallel region). Here the
+# slows OpenNMT-py by 11-27% and us by 15-29% (OpenMP threads sleep after every parallel region). Here the
 # peers run through benchmarks/peers_env.py with the caller's policy (unset = libgomp's default, what
 # users get), our runs inherit the same, and every result records it; peer_ratios.py refuses to divide
 # numbers measured under different policies. BLEU_PEERS (default: the additive peer onmt_mlp, the model
