@@ -6,9 +6,9 @@ The harness (``../shared/tools/peers/scripts/peers.py``, PEERS_HARNESS) starts e
 ``OMP_WAIT_POLICY=PASSIVE``: OpenMP threads then sleep as soon as a parallel region ends and
 each of the thousands of regions per update pays a wake-up. Against libgomp's default it cost
 OpenNMT-py 11-27% of its speed on these machines (training 22-24%, greedy decoding 27%, beam 11%)
-and us 15-29%, so peers and ours must run under the same policy. This wrapper imports the harness unchanged, sets its environment's
-policy to the caller's (unset = libgomp's default, what a user gets) and records it with
-each result, then runs the harness's command.
+and us 15-29%, so peers and ours must run under the same policy. This wrapper imports the
+harness unchanged, sets its environment's policy to the caller's (unset = libgomp's default,
+what a user gets) and records it with each result, then runs the harness's command.
 """
 
 import os

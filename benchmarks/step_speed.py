@@ -18,6 +18,8 @@ import torch
 from reference import reference_model, reference_optimizer
 
 from seq2seq_attn.cpu import configure
+from seq2seq_attn.data.collate import Batch
+from seq2seq_attn.loss import token_loss
 from seq2seq_attn.modules import SCORERS
 from seq2seq_attn.search import beam_search, greedy_search
 
@@ -60,10 +62,11 @@ def time_training(model, steps: int) -> float:
     optimiser = reference_optimizer(model)
     model.train()
 
+    train_batch = Batch(src, lengths, trg_in, trg_out, None, torch.arange(len(src), device=src.device))
+
     def step():
         with autocast():
-            logits = model(src, lengths, trg_in).logits
-        loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, V), trg_out.reshape(-1))
+            loss = token_loss(model, train_batch)  # the Lightning module's training loss
         optimiser.zero_grad(set_to_none=True)
         loss.backward()
         optimiser.step()
