@@ -19,6 +19,11 @@ POLICY_KEY = "OMP_WAIT_POLICY"
 
 
 def main() -> None:
+    if len(sys.argv) < 3 or (sys.argv[1] == "budget" and len(sys.argv) < 4):
+        raise SystemExit("usage: python benchmarks/peers_env.py tput|budget|decode SYSTEM [MINUTES for budget]")
+    work = Path(os.environ.get("PEERS_WORK", "peers-work"))
+    if not (work / "data" / "tok" / "train.en").is_file():
+        raise SystemExit(f"no tokenised peer data in {work}/data/tok: set PEERS_WORK, or run run_peers.sh data first")
     harness = Path(os.environ.get("PEERS_HARNESS", Path(__file__).resolve().parents[1] / "../shared/tools/peers"))
     sys.path.insert(0, str(harness / "scripts"))
     import peers  # the harness module; reads PEERS_WORK
