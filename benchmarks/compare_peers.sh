@@ -4,6 +4,7 @@
 #
 #   bash benchmarks/compare_peers.sh                 # throughput + peak RSS (about 25 min on 2 cores)
 #   BUDGET_MIN=10 bash benchmarks/compare_peers.sh bleu   # + equal-budget training, decoding and BLEU
+#   bash benchmarks/compare_peers.sh decode          # decoding and BLEU only, of the last bleu run's models
 #
 # The peers come from ../shared/tools/peers (PEERS_HARNESS): it makes their venvs (torch 2.13.0 CPU
 # first), tokenises the data and writes their configs; its results land in $PEERS_WORK (default
@@ -33,16 +34,17 @@ peer() {  # peer tput|budget|decode SYSTEM [MINUTES]: the harness's measurement 
     PEERS_HARNESS="$HARNESS" python3 benchmarks/peers_env.py "$@"
 }
 
+MODE=${1:-tput}
+case "$MODE" in tput | bleu | decode) ;; *) echo "unknown mode $MODE: choose tput (default), bleu or decode" >&2; exit 2 ;; esac
 [ -x "$PEERS_WORK/opennmt/venv/bin/onmt_train" ] || bash "$HARNESS/run_peers.sh" setup
 [ -s "$PEERS_WORK/data/tok/vocab.en" ] || bash "$HARNESS/run_peers.sh" data
-for s in $PEERS; do rm -rf "$PEERS_WORK/runs/${s}_tput"; peer tput "$s"; done
-OMP_NUM_THREADS=2 $PY benchmarks/throughput.py --variants peers --precisions 32 bf16 --json "$PEERS_WORK/ours/throughput.json"
-
-if [ "${1:-}" = bleu ]; then
-    for s in $BLEU_PEERS; do
-        rm -rf "$PEERS_WORK/runs/${s}_budget"; peer budget "$s" "$BUDGET_MIN"; peer decode "$s"
-    done
-    run="$PEERS_WORK/ours/budget"
+run="$PEERS_WORK/ours/budget"
+if [ "$MODE" != decode ]; then
+    for s in $PEERS; do rm -rf "$PEERS_WORK/runs/${s}_tput"; peer tput "$s"; done
+    OMP_NUM_THREADS=2 $PY benchmarks/throughput.py --variants peers --precisions 32 bf16 --json "$PEERS_WORK/ours/throughput.json"
+fi
+if [ "$MODE" = bleu ]; then
+    for s in $BLEU_PEERS; do rm -rf "$PEERS_WORK/runs/${s}_budget"; peer budget "$s" "$BUDGET_MIN"; done
     rm -rf "$run"
     OMP_NUM_THREADS=2 $PY -m seq2seq_attn.cli fit --config experiments/base.yaml \
         --config experiments/multi30k_de_en/base.yaml --config experiments/multi30k_de_en/luong_additive.yaml \
@@ -50,13 +52,24 @@ if [ "${1:-}" = bleu ]; then
         --trainer.limit_val_batches 0 --trainer.num_sanity_val_steps 0 --trainer.enable_progress_bar false \
         --trainer.logger.init_args.save_dir "$run" --trainer.logger.init_args.name "" \
         --trainer.logger.init_args.version "" >"$PEERS_WORK/ours/budget.log" 2>&1
-    # decoding timed like OpenNMT-py's "Generation took": load and tokenisation excluded, alpha 0, max 100 tokens
-    OMP_NUM_THREADS=2 $PY benchmarks/decode_speed.py "$run/checkpoints/last.ckpt" "$PEERS_WORK/data/test_2016_flickr.de" \
-        --out-dir "$PEERS_WORK/ours" --json "$PEERS_WORK/ours/decode.json"
-    # and beam 5 with the length penalty chosen on the dev set (val): alpha 1.0 (0: 36.78, 0.6: 37.47, 1.0: 38.03)
-    OMP_NUM_THREADS=2 $PY benchmarks/decode_speed.py "$run/checkpoints/last.ckpt" "$PEERS_WORK/data/test_2016_flickr.de" \
-        --out-dir "$PEERS_WORK/ours" --json "$PEERS_WORK/ours/decode_alpha.json" --beams 5 --alpha 1.0
-    for name in beam1 beam5 beam5_alpha1.0; do
+fi
+if [ "$MODE" != tput ]; then
+    [ -s "$run/checkpoints/last.ckpt" ] || { echo "no equal-budget model in $run: run 'compare_peers.sh bleu' first" >&2; exit 2; }
+    # the peers in fp32, and OpenNMT-py with int8 weights as its -precision int8 intends (benchmarks/onmt_int8.py)
+    for s in $BLEU_PEERS; do
+        peer decode "$s"
+        case "$s" in onmt_*) peer decode_int8 "$s" ;; esac
+    done
+    # ours timed like OpenNMT-py's "Generation took": load and tokenisation excluded, alpha 0, max 100 tokens;
+    # in fp32, with int8 weights (--int8), and beam 5 with the length penalty chosen on the dev set (val):
+    # alpha 1.0 (0: 36.78, 0.6: 37.47, 1.0: 38.03)
+    test="$PEERS_WORK/data/test_2016_flickr.de"
+    for extra in "--json $PEERS_WORK/ours/decode.json" "--json $PEERS_WORK/ours/decode_int8.json --int8" \
+        "--json $PEERS_WORK/ours/decode_alpha.json --beams 5 --alpha 1.0"; do
+        # shellcheck disable=SC2086  # $extra is a list of flags
+        OMP_NUM_THREADS=2 $PY benchmarks/decode_speed.py "$run/checkpoints/last.ckpt" "$test" --out-dir "$PEERS_WORK/ours" $extra
+    done
+    for name in beam1 beam5 beam1_int8 beam5_int8 beam5_alpha1.0; do
         bleu=$($PY benchmarks/harness_bleu.py "$PEERS_WORK/ours/$name.txt")
         echo "{\"output\": \"$name\", \"bleu\": $bleu}" >"$PEERS_WORK/ours/bleu_$name.json"
     done

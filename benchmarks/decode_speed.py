@@ -1,6 +1,6 @@
 """Decoding speed of a trained checkpoint, measured the way OpenNMT-py reports its own.
 
-    python benchmarks/decode_speed.py CKPT SOURCE [--out-dir DIR] [--json FILE] [--beams 1 5] [--alpha A]
+    python benchmarks/decode_speed.py CKPT SOURCE [--out-dir DIR] [--json FILE] [--beams 1 5] [--alpha A] [--int8]
 
 Loads the checkpoint, tokenises SOURCE (one sentence per line, e.g. test_2016_flickr.de),
 then times decoding alone (OpenNMT-py's "Generation took ... sec": no model load, no
@@ -8,7 +8,8 @@ tokenisation, no file writing), greedy and beam 5, 64 sentences per batch (``--b
 with the peer harness's settings: no length penalty (alpha 0, OpenNMT-py's default) and at most 100
 output tokens (``-max_length 100``). Writes each output to DIR/beam{K}.txt, so BLEU is
 scored on exactly the text that was timed (benchmarks/harness_bleu.py). ``--alpha A`` decodes
-with the length penalty of Wu et al. (2016) instead, into DIR/beam{K}_alpha{A}.txt.
+with the length penalty of Wu et al. (2016) instead, into DIR/beam{K}_alpha{A}.txt; ``--int8``
+decodes with int8 weights (seq2seq_attn/quantize.py), into DIR/beam{K}_int8.txt.
 """
 
 import argparse
@@ -32,13 +33,14 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=64, help="sentences per batch (the harness's 64)")
     parser.add_argument("--alpha", type=float, default=0.0, help="length penalty (the harness decodes with 0)")
+    parser.add_argument("--int8", action="store_true", help="int8 weights (dynamic quantisation)")
     args = parser.parse_args()
     configure()
     torch.set_num_threads(args.threads)
 
     from seq2seq_attn.inference import load_model, text_codec, translate_tokens
 
-    module = load_model(args.ckpt)
+    module = load_model(args.ckpt, int8=args.int8)
     module.hparams.max_len_a, module.hparams.max_len_b = 0.0, 100  # the harness's -max_length 100
     codec = text_codec(module)
     lines = Path(args.source).read_text(encoding="utf-8").splitlines()
@@ -51,9 +53,10 @@ def main() -> None:
         start = time.perf_counter()
         outputs = translate_tokens(module, sentences, beam, args.alpha, args.batch_size, attention=False)
         seconds = time.perf_counter() - start
-        name = f"beam{beam}" + (f"_alpha{args.alpha}" if args.alpha else "")
+        suffix = (f"_alpha{args.alpha}" if args.alpha else "") + ("_int8" if args.int8 else "")
+        name = f"beam{beam}{suffix}"
         (out_dir / f"{name}.txt").write_text("".join(codec.detokenize(t.tokens) + "\n" for t in outputs))
-        key = ("greedy" if beam == 1 else f"beam{beam}") + (f"_alpha{args.alpha}" if args.alpha else "")
+        key = ("greedy" if beam == 1 else f"beam{beam}") + suffix
         results[key] = {"sentences": len(lines), "decode_s": round(seconds, 3), "sents_per_s": len(lines) / seconds}
         results[key]["omp_wait_policy"] = os.environ.get("OMP_WAIT_POLICY") or "default"
         print(f"{key}: {len(lines)} sentences in {seconds:.2f} s = {len(lines) / seconds:.1f} sent/s", flush=True)

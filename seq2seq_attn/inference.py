@@ -15,6 +15,7 @@ from seq2seq_attn.data.tokenizer import TextTokenizer
 from seq2seq_attn.data.vocab import BOS_ID, EOS_ID, PAD_ID, Vocab
 from seq2seq_attn.errors import ConfigError
 from seq2seq_attn.lit_module import Seq2SeqLitModule
+from seq2seq_attn.quantize import int8_copy
 from seq2seq_attn.search import search
 
 
@@ -44,8 +45,9 @@ def read_checkpoint_hparams(path: Union[str, Path]) -> dict:
     return dict(read_checkpoint(path)["hyper_parameters"])
 
 
-def load_model(path: Union[str, Path], device: str = "cpu") -> Seq2SeqLitModule:
-    """The model of a checkpoint, with its vocabularies, in eval mode."""
+def load_model(path: Union[str, Path], device: str = "cpu", int8: bool = False) -> Seq2SeqLitModule:
+    """The model of a checkpoint, with its vocabularies, in eval mode; ``int8``: with int8
+    weights for decoding on CPU (:func:`seq2seq_attn.quantize.int8_copy`)."""
     checkpoint = read_checkpoint(path, device)
     hparams = {k: v for k, v in checkpoint["hyper_parameters"].items() if not k.startswith("_")}
     module = Seq2SeqLitModule(**hparams)
@@ -53,7 +55,10 @@ def load_model(path: Union[str, Path], device: str = "cpu") -> Seq2SeqLitModule:
     module.src_vocab = Vocab(checkpoint["vocab"]["src"])
     module.trg_vocab = Vocab(checkpoint["vocab"]["trg"])
     module.tokenizers = checkpoint.get("tokenizers")
-    return module.to(device).eval()
+    module = module.to(device).eval()
+    if int8:
+        module.model = int8_copy(module.model)
+    return module
 
 
 class TextCodec(NamedTuple):

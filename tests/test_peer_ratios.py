@@ -44,3 +44,24 @@ def test_different_policies_are_not_divided(tmp_path):
 def test_rss_is_compared_whatever_the_policy(tmp_path):
     rss = ratios(tmp_path, "PASSIVE", "default")[RSS]
     assert "0.45x" in rss and "yes" in rss
+
+
+def test_int8_decoding_is_divided_by_the_peer_as_shipped_and_by_its_int8(tmp_path):
+    peer = {"sents_per_s": 500.0, "bleu": 35.0}
+    peer8 = {"sents_per_s": 800.0, "bleu": 35.1}
+    write(
+        tmp_path / "results" / "onmt_mlp.json",
+        {
+            "decode": {"greedy": peer, "beam5": peer, "omp_wait_policy": "default"},
+            "decode_int8": {"greedy": peer8, "beam5": peer8, "omp_wait_policy": "default"},
+        },
+    )
+    write(tmp_path / "ours" / "decode.json", {"greedy": {"sents_per_s": 600.0, "omp_wait_policy": "default"}})
+    ours8 = {"sents_per_s": 1100.0, "omp_wait_policy": "default"}
+    write(tmp_path / "ours" / "decode_int8.json", {"greedy_int8": ours8})
+    rows = ratios(tmp_path, "default", "default")
+    assert "1.20x" in rows["decode sent/s, greedy (equal-budget models)"]
+    shipped = rows["decode sent/s, greedy, ours int8 vs peers as shipped"]
+    both = rows["decode sent/s, greedy, int8 both (peer's flag fixed)"]
+    assert "2.20x" in shipped and "yes" in shipped
+    assert "1.38x" in both and "NO" in both

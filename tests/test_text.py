@@ -205,3 +205,17 @@ def test_evaluate_prints_and_writes_buckets(trained_checkpoint, tmp_path, capsys
     with pytest.raises(SystemExit):
         main(["evaluate", "--ckpt", ckpt, "--src", str(short_src), "--ref", str(short_ref)])
     assert "must be line-parallel" in capsys.readouterr().err
+
+
+def test_translate_int8_agrees_with_fp32(trained_checkpoint, tmp_path):
+    ckpt = str(trained_checkpoint / "checkpoints" / "last.ckpt")
+    source = tmp_path / "in.de"
+    source.write_text("\n".join(read_lines(SHARED / "multi30k" / "val.de.gz")[:40]) + "\n", encoding="utf-8")
+    outputs = {}
+    for name, flags in (("fp32", []), ("int8", ["--int8"])):
+        out = tmp_path / f"{name}.en"
+        main(["translate", "--ckpt", ckpt, "--beam", "2", "--input", str(source), "--output", str(out), *flags])
+        outputs[name] = out.read_text(encoding="utf-8").splitlines()
+    assert len(outputs["int8"]) == len(outputs["fp32"]) == 40
+    same = sum(a == b for a, b in zip(outputs["int8"], outputs["fp32"]))
+    assert same >= 30  # int8 rounding flips a few near-ties, not the translations

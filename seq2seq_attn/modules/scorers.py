@@ -47,6 +47,9 @@ class Scorer(nn.Module):
     """
 
     name = "scorer"
+    # submodules whose weights forward reads as tensors instead of calling them: they stay
+    # in float when seq2seq_attn.quantize swaps the called Linear layers for int8 ones
+    raw_weights: tuple[str, ...] = ()
 
     def __init__(self, query_size: int, key_size: int, attn_size: Optional[int] = None) -> None:
         super().__init__()
@@ -107,6 +110,8 @@ class TanhScorer(Scorer):
     Subclasses say how the query and keys are projected into the attention
     space of size A; the key projection runs once per batch.
     """
+
+    raw_weights = ("v",)
 
     def __init__(self, query_size: int, key_size: int, attn_size: Optional[int] = None) -> None:
         super().__init__(query_size, key_size)
@@ -173,6 +178,8 @@ class ConcatScorer(TanhScorer):
     One matrix ``W`` of shape ``(A, D + H)`` as in the paper, applied as its two
     column blocks so that the key half ``W[:, D:] h`` is computed once per batch.
     """
+
+    raw_weights = ("v", "weight")
 
     def __init__(self, query_size: int, key_size: int, attn_size: Optional[int] = None) -> None:
         super().__init__(query_size, key_size, attn_size)
