@@ -9,7 +9,8 @@ with the peer harness's settings: no length penalty (alpha 0, OpenNMT-py's defau
 output tokens (``-max_length 100``). Writes each output to DIR/beam{K}.txt, so BLEU is
 scored on exactly the text that was timed (benchmarks/harness_bleu.py). ``--alpha A`` decodes
 with the length penalty of Wu et al. (2016) instead, into DIR/beam{K}_alpha{A}.txt; ``--int8``
-decodes with int8 weights (seq2seq_attn/quantize.py), into DIR/beam{K}_int8.txt.
+decodes with int8 weights (seq2seq_attn/quantize.py), into DIR/beam{K}_int8.txt, and also
+times the output layer's product at the decoder's shapes in fp32 and int8 in the same run.
 """
 
 import argparse
@@ -21,6 +22,37 @@ from pathlib import Path
 import torch
 
 from seq2seq_attn.cpu import configure
+
+
+def linear_rate(layer: torch.nn.Module, rows: int, seconds: float = 1.0) -> float:
+    """GFLOP/s of ``layer`` (a Linear, float or dynamically quantised) on ``rows`` random inputs."""
+    weight = layer.weight() if callable(layer.weight) else layer.weight  # quantised layers expose a method
+    x = torch.randn(rows, weight.shape[1])
+    with torch.no_grad():
+        for _ in range(3):
+            layer(x)
+        runs, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            layer(x)
+            runs += 1
+    return 2 * rows * weight.numel() * runs / (time.perf_counter() - start) / 1e9
+
+
+def output_layer_rates(int8_layer: torch.nn.Module) -> dict:
+    """The output layer's product at 64 rows (a full batch) and 8 (its last sentences), fp32 vs int8."""
+    weight = int8_layer.weight().dequantize()  # (V, F)
+    fp32 = torch.nn.Linear(weight.shape[1], weight.shape[0])
+    rates = {}
+    for rows in (64, 8):
+        rates[f"fp32_{rows}"] = linear_rate(fp32, rows)
+        rates[f"int8_{rows}"] = linear_rate(int8_layer, rows)
+    size = f"({weight.shape[1]} -> {weight.shape[0]})"
+    print(
+        f"output layer {size} GFLOP/s: 64 rows fp32 {rates['fp32_64']:.0f}, int8 {rates['int8_64']:.0f}; "
+        f"8 rows fp32 {rates['fp32_8']:.0f}, int8 {rates['int8_8']:.0f}",
+        flush=True,
+    )
+    return rates
 
 
 def main() -> None:
@@ -60,6 +92,8 @@ def main() -> None:
         results[key] = {"sentences": len(lines), "decode_s": round(seconds, 3), "sents_per_s": len(lines) / seconds}
         results[key]["omp_wait_policy"] = os.environ.get("OMP_WAIT_POLICY") or "default"
         print(f"{key}: {len(lines)} sentences in {seconds:.2f} s = {len(lines) / seconds:.1f} sent/s", flush=True)
+    if args.int8:
+        results["output_layer_gflops"] = output_layer_rates(module.model.decoder.output)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
 
