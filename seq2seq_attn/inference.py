@@ -99,7 +99,9 @@ def translate_tokens(
         ids = [module.src_vocab.encode(sentences[i]) for i in chunk]
         src = pad(ids, PAD_ID).to(module.device)  # (B, S)
         lengths = torch.tensor([len(x) for x in ids], device=module.device)  # (B,)
-        hyp = search(module.model, src, lengths, BOS_ID, EOS_ID, PAD_ID, beam_size, alpha, hp.max_len_a, hp.max_len_b)
+        hyp = search(
+            module.model, src, lengths, BOS_ID, EOS_ID, PAD_ID, beam_size, alpha, hp.max_len_a, hp.max_len_b, attention
+        )
         for row, (i, tokens) in enumerate(zip(chunk, hyp.to_lists())):
             weights = None
             if attention and hyp.weights is not None:

@@ -117,8 +117,11 @@ def greedy_search(
     pad_id: int = 0,
     max_len_a: float = 2.0,
     max_len_b: int = 10,
+    keep_weights: bool = True,
 ) -> Hypotheses:
-    """Pick the most probable token at every step. Args: src ``(B, S)``, src_lengths ``(B,)``."""
+    """Pick the most probable token at every step. Args: src ``(B, S)``, src_lengths ``(B,)``.
+
+    ``keep_weights=False``: no attention weights in the result (:attr:`Hypotheses.weights` None)."""
     memory, state = model.encode(src, src_lengths)
     limit = max_lengths(src_lengths, max_len_a, max_len_b)  # (A,) for the A sentences still running
     steps = int(limit.max())
@@ -131,7 +134,7 @@ def greedy_search(
         logp, token = logp.squeeze(1), token.squeeze(1)  # (A,)
         results.scores.index_add_(0, alive, logp.float())  # fp32 sums, also under bf16 autocast
         results.tokens[alive, t] = token
-        if out.weights is not None:
+        if keep_weights and out.weights is not None:
             results.attention(out.weights)[alive, t] = out.weights
         stop = (token == eos_id) | (t + 1 >= limit)  # (A,)
         if bool(stop.all()):
@@ -156,13 +159,15 @@ def beam_search(
     alpha: float = 0.0,
     max_len_a: float = 2.0,
     max_len_b: int = 10,
+    keep_weights: bool = True,
 ) -> Hypotheses:
     """Batched beam search with the length penalty of Wu et al. 2016.
 
     Beams are ranked by ``log p / lp(length)``. A finished beam stays in the
     beam and only extends with PAD at no cost; a sentence stops when all its K
     beams are finished (with ``alpha = 0``, as soon as its best beam is, since
-    unnormalised scores only fall) and leaves the batch with its best beam.
+    unnormalised scores only fall) and leaves the batch with its best beam. ``keep_weights=False``
+    skips the attention history (its reordering grows with every step): weights None.
     """
     k, device = beam_size, src.device
     memory, state = model.encode(src, src_lengths)
@@ -201,7 +206,7 @@ def beam_search(
         finished = was_finished | (token == eos_id)  # (A, K)
         history = torch.cat([_reorder(history, beam), token.unsqueeze(-1)], dim=-1)  # (A, K, t+1)
         origin = beam + torch.arange(0, beam.numel(), k, device=device).unsqueeze(1)  # (A, K) parent rows
-        if out.weights is not None:
+        if keep_weights and out.weights is not None:
             step_w = out.weights[origin.view(-1)].view(-1, k, 1, out.weights.size(-1))  # (A, K, 1, S)
             step_w = step_w.masked_fill(was_finished.view(-1, k, 1, 1), 0.0)
             attention = step_w if attention is None else torch.cat([_reorder(attention, beam), step_w], 2)
@@ -237,8 +242,11 @@ def search(
     alpha: float = 0.0,
     max_len_a: float = 2.0,
     max_len_b: int = 10,
+    keep_weights: bool = True,
 ) -> Hypotheses:
     """Greedy search for ``beam_size == 1``, beam search otherwise."""
     if beam_size == 1:
-        return greedy_search(model, src, src_lengths, bos_id, eos_id, pad_id, max_len_a, max_len_b)
-    return beam_search(model, src, src_lengths, bos_id, eos_id, pad_id, beam_size, alpha, max_len_a, max_len_b)
+        return greedy_search(model, src, src_lengths, bos_id, eos_id, pad_id, max_len_a, max_len_b, keep_weights)
+    return beam_search(
+        model, src, src_lengths, bos_id, eos_id, pad_id, beam_size, alpha, max_len_a, max_len_b, keep_weights
+    )

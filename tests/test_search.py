@@ -63,6 +63,20 @@ def test_beam_one_equals_greedy(flow, attention, cell, input_feed, src_batch):
     torch.testing.assert_close(greedy.scores, beam.scores, atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("beam", [1, 3])
+def test_search_without_weights_gives_the_same_hypotheses(beam, src_batch):
+    model = tiny_model("luong", "general", "gru")
+    src, lengths = src_batch
+    settings = {"beam_size": beam, "max_len_a": 0.0, "max_len_b": 6}
+    full = beam_search(model, src, lengths, BOS, EOS, **settings)
+    bare = beam_search(model, src, lengths, BOS, EOS, **settings, keep_weights=False)
+    assert full.weights is not None and bare.weights is None
+    assert torch.equal(full.tokens, bare.tokens) and torch.equal(full.scores, bare.scores)
+    if beam == 1:
+        greedy = greedy_search(model, src, lengths, BOS, EOS, 0, 0.0, 6, keep_weights=False)
+        assert greedy.weights is None and torch.equal(greedy.tokens, full.tokens)
+
+
 @pytest.mark.parametrize("flow,attention", [("bahdanau", "additive"), ("luong", "dot"), ("none", "none")])
 def test_beam_finds_at_least_the_greedy_score(flow, attention, src_batch):
     model = tiny_model(flow, attention, "gru")
