@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import torch
+from throughput import flop_rate
 
 from seq2seq_attn.cpu import configure
 
@@ -29,13 +30,7 @@ def linear_rate(layer: torch.nn.Module, rows: int, seconds: float = 1.0) -> floa
     weight = layer.weight() if callable(layer.weight) else layer.weight  # quantised layers expose a method
     x = torch.randn(rows, weight.shape[1])
     with torch.no_grad():
-        for _ in range(3):
-            layer(x)
-        runs, start = 0, time.perf_counter()
-        while time.perf_counter() - start < seconds:
-            layer(x)
-            runs += 1
-    return 2 * rows * weight.numel() * runs / (time.perf_counter() - start) / 1e9
+        return flop_rate(lambda: layer(x), 2 * rows * weight.numel(), seconds)
 
 
 def output_layer_rates(int8_layer: torch.nn.Module) -> dict:

@@ -46,16 +46,21 @@ VARIANTS = {
 }
 
 
+def flop_rate(run, flops: float, seconds: float = 1.5) -> float:
+    """GFLOP/s of calling ``run()`` (``flops`` each) repeatedly for ``seconds``, after 3 warm-up calls."""
+    for _ in range(3):
+        run()
+    runs, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        run()
+        runs += 1
+    return flops * runs / (time.perf_counter() - start) / 1e9
+
+
 def gemm_rate(dtype: torch.dtype, m: int, k: int, n: int, seconds: float = 1.5) -> float:
     """GFLOP/s of an (m x k) @ (k x n) matmul in ``dtype`` on this machine, now."""
     a, b = torch.randn(m, k).to(dtype), torch.randn(k, n).to(dtype)
-    for _ in range(3):
-        a @ b
-    runs, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        a @ b
-        runs += 1
-    return 2 * m * k * n * runs / (time.perf_counter() - start) / 1e9
+    return flop_rate(lambda: a @ b, 2 * m * k * n, seconds)
 
 
 def harness_mean_target_length(data_root: Path) -> float:
