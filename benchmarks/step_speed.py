@@ -21,7 +21,7 @@ from seq2seq_attn.cpu import configure
 from seq2seq_attn.data.collate import Batch
 from seq2seq_attn.loss import token_loss
 from seq2seq_attn.modules import SCORERS
-from seq2seq_attn.search import beam_search, greedy_search
+from seq2seq_attn.search import SearchSettings, beam_search, greedy_search
 
 B, S, T, V = 64, 30, 30, 8000
 DEVICE = torch.device("cpu")
@@ -91,8 +91,8 @@ def time_decoding(model, beam: int, repeats: int) -> float:
 
     def search_once():
         if beam == 1:
-            return greedy_search(model, src, lengths, 1, 2, max_len_a=1.0, max_len_b=0)
-        return beam_search(model, src, lengths, 1, 2, beam_size=beam, max_len_a=1.0, max_len_b=0)
+            return greedy_search(model, src, lengths, SearchSettings(max_len_a=1.0, max_len_b=0))
+        return beam_search(model, src, lengths, SearchSettings(beam_size=beam, max_len_a=1.0, max_len_b=0))
 
     run()
     sync()

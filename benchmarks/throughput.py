@@ -79,9 +79,9 @@ def worker(flow: str, attention: str, feed: bool, precision: str, steps: int, wa
 
     from seq2seq_attn.cpu import configure
     from seq2seq_attn.data.parallel import ParallelDataModule
-    from seq2seq_attn.data.vocab import BOS_ID, EOS_ID, PAD_ID
+    from seq2seq_attn.data.vocab import PAD_ID
     from seq2seq_attn.loss import token_loss
-    from seq2seq_attn.search import search
+    from seq2seq_attn.search import SearchSettings, search
 
     configure()  # what the seq2seq-attn command and the Lightning module do
     torch.manual_seed(42)
@@ -139,7 +139,7 @@ def worker(flow: str, attention: str, feed: bool, precision: str, steps: int, wa
             with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
                 begin, n = time.perf_counter(), 0
                 for batch in test:
-                    search(model, batch.src, batch.src_lengths, BOS_ID, EOS_ID, PAD_ID, beam, 0.6, 1.5, 10)
+                    search(model, batch.src, batch.src_lengths, SearchSettings(beam, 0.6, 1.5, 10))
                     n += len(batch)
                 result[key] = n / (time.perf_counter() - begin)
     return result

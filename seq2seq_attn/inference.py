@@ -12,11 +12,11 @@ import torch
 
 from seq2seq_attn.data.collate import pad
 from seq2seq_attn.data.tokenizer import TextTokenizer
-from seq2seq_attn.data.vocab import BOS_ID, EOS_ID, PAD_ID, Vocab
+from seq2seq_attn.data.vocab import PAD_ID, Vocab
 from seq2seq_attn.errors import ConfigError
 from seq2seq_attn.lit_module import Seq2SeqLitModule
 from seq2seq_attn.quantize import int8_copy
-from seq2seq_attn.search import search
+from seq2seq_attn.search import SearchSettings, search
 
 
 class Translation(NamedTuple):
@@ -92,6 +92,7 @@ def translate_tokens(
     of 128 length-sorted sentences: on Multi30k 883 greedy / 227 beam-5 sentences/s vs 760 / 218
     with 64 (2 cores; 256 was no faster)."""
     hp = module.hparams
+    settings = SearchSettings(beam_size, alpha, hp.max_len_a, hp.max_len_b, keep_weights=attention)
     results: list[Translation] = [Translation([], None)] * len(sentences)
     order = sorted((i for i, s in enumerate(sentences) if len(s)), key=lambda i: len(sentences[i]))
     for start in range(0, len(order), batch_size):
@@ -99,9 +100,7 @@ def translate_tokens(
         ids = [module.src_vocab.encode(sentences[i]) for i in chunk]
         src = pad(ids, PAD_ID).to(module.device)  # (B, S)
         lengths = torch.tensor([len(x) for x in ids], device=module.device)  # (B,)
-        hyp = search(
-            module.model, src, lengths, BOS_ID, EOS_ID, PAD_ID, beam_size, alpha, hp.max_len_a, hp.max_len_b, attention
-        )
+        hyp = search(module.model, src, lengths, settings)
         for row, (i, tokens) in enumerate(zip(chunk, hyp.to_lists())):
             weights = None
             if attention and hyp.weights is not None:

@@ -14,14 +14,14 @@ from jsonargparse.typing import NonNegativeFloat, NonNegativeInt, PositiveFloat,
 
 from seq2seq_attn.cpu import configure
 from seq2seq_attn.data.collate import Batch
-from seq2seq_attn.data.vocab import BOS_ID, EOS_ID, PAD_ID, Vocab
+from seq2seq_attn.data.vocab import PAD_ID, Vocab
 from seq2seq_attn.errors import ConfigError
 from seq2seq_attn.evaluation import Evaluation, all_gather
 from seq2seq_attn.loss import token_loss
 from seq2seq_attn.metrics import DEFAULT_BUCKETS, format_table, sacrebleu_signature
 from seq2seq_attn.modules import build_seq2seq
 from seq2seq_attn.results import environment_info, write_json, write_test_results
-from seq2seq_attn.search import Hypotheses, search
+from seq2seq_attn.search import Hypotheses, SearchSettings, search
 
 FUSED_ADAM_DEVICES = ("cpu", "cuda")  # where torch has a fused Adam kernel
 
@@ -202,18 +202,8 @@ class Seq2SeqLitModule(pl.LightningModule):
 
     def decode(self, batch: Batch, beam_size: int = 1) -> Hypotheses:
         hp = self.hparams
-        return search(
-            self.model,
-            batch.src,
-            batch.src_lengths,
-            BOS_ID,
-            EOS_ID,
-            PAD_ID,
-            beam_size,
-            hp.alpha,
-            hp.max_len_a,
-            hp.max_len_b,
-        )
+        settings = SearchSettings(beam_size, hp.alpha, hp.max_len_a, hp.max_len_b)
+        return search(self.model, batch.src, batch.src_lengths, settings)
 
     # -- validation and test: overall and per source-length bucket ------------------
     def _start_evaluation(self, split: str) -> None:

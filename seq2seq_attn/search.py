@@ -5,18 +5,47 @@ cap each output at ``max_len_a * |src| + max_len_b`` tokens and stop a
 sentence at ``<eos>``. A sentence that has stopped leaves the batch: its rows
 are dropped from the decoder state and the encoder memory, so later steps
 compute only for the sentences still running (on Multi30k a batch of 64 runs
-about twice as many steps as its mean output length). Beam search ranks only
-each beam's K best tokens, because the K best continuations of a step always
-come from those: the work over the vocabulary is one log-softmax and one
-per-row top-k, not a pass per score update over all K x V candidates.
+about twice as many steps as its mean output length).
+
+Beam search keeps its finished hypotheses apart from the K live beams, as
+fairseq and Joey NMT do: a hypothesis that ends in ``<eos>`` among a step's K
+best candidates is set aside (only the best one per sentence is kept, since
+search returns one) and the K best candidates that do not end there live on.
+A sentence stops when no live beam can still beat its best finished
+hypothesis. The bound is exact for every ``alpha``: a live beam's score only
+falls, and dividing a negative score by the largest length penalty it could
+still reach, that of the length cap, gives the best it could end with. With
+``alpha = 0`` this is the live beam's own score; with ``alpha > 0`` the bound
+is loose and sentences often run on towards the cap. At the cap the live
+beams compete as cut hypotheses without ``<eos>``, as greedy search's are.
 """
 
+from dataclasses import dataclass
 from typing import NamedTuple, Optional
 
 import torch
 from torch import Tensor
 
+from seq2seq_attn.data.vocab import BOS_ID, EOS_ID, PAD_ID
 from seq2seq_attn.modules.seq2seq import Seq2Seq
+
+OptTensor = Optional[Tensor]
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """How to search. ``beam_size`` 1 is greedy; ``alpha`` is the length penalty's exponent
+    (Wu et al. 2016); outputs are capped at ``max_len_a * |src| + max_len_b`` tokens;
+    ``keep_weights=False`` returns no attention weights (and skips their bookkeeping)."""
+
+    beam_size: int = 1
+    alpha: float = 0.0
+    max_len_a: float = 2.0
+    max_len_b: int = 10
+    keep_weights: bool = True
+    bos_id: int = BOS_ID
+    eos_id: int = EOS_ID
+    pad_id: int = PAD_ID
 
 
 class Hypotheses(NamedTuple):
@@ -40,9 +69,10 @@ def length_penalty(lengths: Tensor, alpha: float) -> Tensor:
     return ((5.0 + lengths.float()) / 6.0) ** alpha
 
 
-def _forbid_specials(log_probs: Tensor, bos_id: int, pad_id: int) -> Tensor:
+def _forbid_specials(log_probs: Tensor, settings: SearchSettings) -> Tensor:
     """Forbid emitting BOS and PAD, in place (search owns the fresh tensor). Args: log_probs ``(N, V)``."""
-    return log_probs.index_fill_(-1, torch.tensor([bos_id, pad_id], device=log_probs.device), float("-inf"))
+    forbidden = torch.tensor([settings.bos_id, settings.pad_id], device=log_probs.device)
+    return log_probs.index_fill_(-1, forbidden, float("-inf"))
 
 
 TOPK_CHUNK = 64  # columns per chunk in row_topk: fastest of 32-256 for V = 6k, K = 1 and 5
@@ -75,68 +105,67 @@ def _lengths_before_eos(tokens: Tensor, eos_id: int, pad_id: int) -> Tensor:
     """Args: tokens ``(B, T')``. Returns ``(B,)`` count of tokens before EOS/PAD."""
     stop = (tokens == eos_id) | (tokens == pad_id)  # (B, T')
     no_stop = torch.full_like(tokens[:, 0], tokens.size(1))  # (B,)
-    first = torch.where(stop.any(1), stop.float().argmax(1), no_stop)  # (B,)
-    return first
-
-
-def _reorder(history: Tensor, beam: Tensor) -> Tensor:
-    """Follow each surviving beam back to its parent. Args: history ``(B, K, ...)``, beam ``(B, K)``."""
-    index = beam.view(*beam.shape, *([1] * (history.dim() - 2))).expand_as(history)
-    return history.gather(1, index)  # (B, K, ...)
+    return torch.where(stop.any(1), stop.float().argmax(1), no_stop)
 
 
 class _Results:
     """Output buffers of the whole batch, filled row by row as sentences stop."""
 
-    def __init__(self, batch: int, steps: int, pad_id: int, device: torch.device) -> None:
-        self.tokens = torch.full((batch, steps), pad_id, dtype=torch.long, device=device)  # (B, T')
+    def __init__(self, batch: int, steps: int, settings: SearchSettings, device: torch.device) -> None:
+        self.settings = settings
+        self.tokens = torch.full((batch, steps), settings.pad_id, dtype=torch.long, device=device)  # (B, T')
         self.scores = torch.zeros(batch, device=device)  # (B,)
         self.weights: Optional[Tensor] = None  # (B, T', S), made on the first step that has attention
 
     def attention(self, like: Tensor) -> Tensor:
-        """The weights buffer, made on first use. Args: like ``(N, S)`` a step's weights."""
+        """The weights buffer, made on first use. Args: like ``(N, ..., S)`` a step's weights."""
         if self.weights is None:
             batch, steps = self.tokens.shape
             self.weights = like.new_zeros(batch, steps, like.size(-1))
         return self.weights
 
-    def hypotheses(self, steps: int, eos_id: int, pad_id: int) -> Hypotheses:
+    def offer(self, rows: Tensor, scores: Tensor, tokens: Tensor, weights: Optional[Tensor]) -> None:
+        """Keep each candidate that beats its sentence's best so far.
+
+        Args: rows ``(N,)`` batch rows, scores ``(N,)`` normalised, tokens ``(N, t)``, weights ``(N, t, S)``."""
+        better = scores > self.scores[rows]  # (N,)
+        if not bool(better.any()):
+            return
+        rows, length = rows[better], tokens.size(1)
+        self.scores[rows] = scores[better]
+        self.tokens[rows] = self.settings.pad_id
+        self.tokens[rows, :length] = tokens[better]
+        if weights is not None:
+            buffer = self.attention(weights)
+            buffer[rows] = 0.0
+            buffer[rows, :length] = weights[better]
+
+    def hypotheses(self, steps: int) -> Hypotheses:
         """Cut the buffers to the ``steps`` that ran."""
         tokens = self.tokens[:, :steps]
         weights = None if self.weights is None else self.weights[:, :steps]
-        return Hypotheses(tokens, _lengths_before_eos(tokens, eos_id, pad_id), self.scores, weights)
+        lengths = _lengths_before_eos(tokens, self.settings.eos_id, self.settings.pad_id)
+        return Hypotheses(tokens, lengths, self.scores, weights)
 
 
 @torch.no_grad()
-def greedy_search(
-    model: Seq2Seq,
-    src: Tensor,
-    src_lengths: Tensor,
-    bos_id: int,
-    eos_id: int,
-    pad_id: int = 0,
-    max_len_a: float = 2.0,
-    max_len_b: int = 10,
-    keep_weights: bool = True,
-) -> Hypotheses:
-    """Pick the most probable token at every step. Args: src ``(B, S)``, src_lengths ``(B,)``.
-
-    ``keep_weights=False``: no attention weights in the result (:attr:`Hypotheses.weights` None)."""
+def greedy_search(model: Seq2Seq, src: Tensor, src_lengths: Tensor, settings: SearchSettings) -> Hypotheses:
+    """Pick the most probable token at every step. Args: src ``(B, S)``, src_lengths ``(B,)``."""
     memory, state = model.encode(src, src_lengths)
-    limit = max_lengths(src_lengths, max_len_a, max_len_b)  # (A,) for the A sentences still running
+    limit = max_lengths(src_lengths, settings.max_len_a, settings.max_len_b)  # (A,) for the A still running
     steps = int(limit.max())
-    results = _Results(src.size(0), steps, pad_id, src.device)
+    results = _Results(src.size(0), steps, settings, src.device)
     alive = torch.arange(src.size(0), device=src.device)  # (A,) their rows in the batch
-    prev = torch.full_like(src_lengths, bos_id)  # (A,)
+    prev = torch.full_like(src_lengths, settings.bos_id)  # (A,)
     for t in range(steps):
         out = model.decode_step(prev, state, memory)
-        logp, token = row_topk(_forbid_specials(out.log_probs, bos_id, pad_id), 1)  # (A, 1), (A, 1)
+        logp, token = row_topk(_forbid_specials(out.log_probs, settings), 1)  # (A, 1), (A, 1)
         logp, token = logp.squeeze(1), token.squeeze(1)  # (A,)
         results.scores.index_add_(0, alive, logp.float())  # fp32 sums, also under bf16 autocast
         results.tokens[alive, t] = token
-        if keep_weights and out.weights is not None:
+        if settings.keep_weights and out.weights is not None:
             results.attention(out.weights)[alive, t] = out.weights
-        stop = (token == eos_id) | (t + 1 >= limit)  # (A,)
+        stop = (token == settings.eos_id) | (t + 1 >= limit)  # (A,)
         if bool(stop.all()):
             break
         prev, state = token, out.state
@@ -144,109 +173,123 @@ def greedy_search(
             keep = (~stop).nonzero().squeeze(1)  # (A',)
             alive, limit, prev = alive[keep], limit[keep], prev[keep]
             state, memory = state.index_select(keep), memory.index_select(keep)
-    return results.hypotheses(t + 1, eos_id, pad_id)
+    return results.hypotheses(t + 1)
+
+
+class _Beams:
+    """The live beams of the A sentences still running: scores ``(A, K)`` (log p, best first),
+    tokens ``(A, K, t)`` and attention ``(A, K, t, S)`` so far."""
+
+    def __init__(self, batch: int, k: int, device: torch.device) -> None:
+        self.k = k
+        self.alive = torch.arange(batch, device=device)  # (A,) rows in the batch
+        self.scores = torch.full((batch, k), float("-inf"), device=device)  # (A, K)
+        self.scores[:, 0] = 0.0  # one live beam at the start, not K copies of it
+        self.tokens = torch.zeros(batch, k, 0, dtype=torch.long, device=device)  # (A, K, t)
+        self.weights: Optional[Tensor] = None  # (A, K, t, S)
+
+    def extended(self, parent: Tensor, token: Tensor, step_weights: Optional[Tensor]) -> tuple[Tensor, OptTensor]:
+        """The histories of ``parent`` beams followed by ``token``. Args: parent, token ``(A, N)``;
+        step_weights ``(A, K, S)``. Returns tokens ``(A, N, t+1)``, weights ``(A, N, t+1, S)``."""
+        tokens = torch.cat([_pick(self.tokens, parent), token.unsqueeze(-1)], dim=-1)  # (A, N, t+1)
+        if step_weights is None:
+            return tokens, None
+        step = _pick(step_weights, parent).unsqueeze(2)  # (A, N, 1, S)
+        weights = step if self.weights is None else torch.cat([_pick(self.weights, parent), step], dim=2)
+        return tokens, weights
+
+    def keep(self, index: Tensor) -> None:
+        """Keep the sentences at ``index`` ``(A',)``, in that order."""
+        self.alive, self.scores, self.tokens = self.alive[index], self.scores[index], self.tokens[index]
+        self.weights = None if self.weights is None else self.weights[index]
+
+    def rows(self, index: Tensor) -> Tensor:
+        """Flat ``(A * K)`` rows of the beams of the sentences at ``index`` ``(A',)``: ``(A' * K,)``."""
+        return (index.unsqueeze(1) * self.k + torch.arange(self.k, device=index.device)).view(-1)
+
+
+def _pick(history: Tensor, beam: Tensor) -> Tensor:
+    """Each sentence's ``beam`` entries. Args: history ``(A, K, ...)``, beam ``(A, N)``. Returns ``(A, N, ...)``."""
+    index = beam.view(*beam.shape, *([1] * (history.dim() - 2))).expand(-1, -1, *history.shape[2:])
+    return history.gather(1, index)
+
+
+def _set_aside_finished(
+    beams: _Beams, results: _Results, cand: Tensor, is_eos: Tensor, t: int, step_w: OptTensor
+) -> None:
+    """Offer each sentence's best candidate that ends in EOS among its K best.
+
+    Args: cand ``(A, K, W)`` scores of each beam's W best continuations, is_eos ``(A, K, W)``."""
+    width, settings = cand.size(-1), results.settings
+    top_scores, top = cand.view(cand.size(0), -1).topk(beams.k, dim=-1)  # (A, K)
+    ends = is_eos.view(cand.size(0), -1).gather(1, top) & torch.isfinite(top_scores)  # (A, K)
+    if not bool(ends.any()):
+        return
+    best, at = top_scores.masked_fill(~ends, float("-inf")).max(-1, keepdim=True)  # (A, 1)
+    parent = top.gather(1, at) // width  # (A, 1)
+    eos = torch.full_like(parent, settings.eos_id)  # (A, 1)
+    tokens, weights = beams.extended(parent, eos, step_w)  # (A, 1, t+1), (A, 1, t+1, S)
+    lp = length_penalty(torch.tensor(t + 1), settings.alpha)
+    weights = None if weights is None else weights.squeeze(1)
+    results.offer(beams.alive, best.squeeze(1) / lp, tokens.squeeze(1), weights)
 
 
 @torch.no_grad()
-def beam_search(
-    model: Seq2Seq,
-    src: Tensor,
-    src_lengths: Tensor,
-    bos_id: int,
-    eos_id: int,
-    pad_id: int = 0,
-    beam_size: int = 5,
-    alpha: float = 0.0,
-    max_len_a: float = 2.0,
-    max_len_b: int = 10,
-    keep_weights: bool = True,
-) -> Hypotheses:
-    """Batched beam search with the length penalty of Wu et al. 2016.
+def beam_search(model: Seq2Seq, src: Tensor, src_lengths: Tensor, settings: SearchSettings) -> Hypotheses:
+    """Batched beam search with the length penalty of Wu et al. 2016 (see the module docstring).
 
-    Beams are ranked by ``log p / lp(length)``. A finished beam stays in the
-    beam and only extends with PAD at no cost; a sentence stops when all its K
-    beams are finished (with ``alpha = 0``, as soon as its best beam is, since
-    unnormalised scores only fall) and leaves the batch with its best beam. ``keep_weights=False``
-    skips the attention history (its reordering grows with every step): weights None.
-    """
-    k, device = beam_size, src.device
+    Hypotheses are ranked by ``log p / lp(length)``, the length counting the EOS token."""
+    k, alpha, device = settings.beam_size, settings.alpha, src.device
     memory, state = model.encode(src, src_lengths)
     rows = torch.arange(src.size(0), device=device).repeat_interleave(k)  # (B*K,)
     memory, state = memory.index_select(rows), state.index_select(rows)
-    limit = max_lengths(src_lengths, max_len_a, max_len_b)  # (A,) for the A sentences still running
+    limit = max_lengths(src_lengths, settings.max_len_a, settings.max_len_b)  # (A,)
     steps = int(limit.max())
-    results = _Results(src.size(0), steps, pad_id, device)
-    alive = torch.arange(src.size(0), device=device)  # (A,) their rows in the batch
-    scores = torch.full((src.size(0), k), float("-inf"), device=device)  # (A, K)
-    scores[:, 0] = 0.0
-    finished = torch.zeros_like(scores, dtype=torch.bool)  # (A, K)
-    lengths = torch.zeros_like(scores, dtype=torch.long)  # (A, K)
-    history = torch.zeros(src.size(0), k, 0, dtype=torch.long, device=device)  # (A, K, t)
-    attention: Optional[Tensor] = None  # (A, K, t, S)
-    prev = torch.full((src.size(0) * k,), bos_id, dtype=torch.long, device=device)  # (A*K,)
+    results = _Results(src.size(0), steps, settings, device)
+    results.scores.fill_(float("-inf"))
+    beams = _Beams(src.size(0), k, device)
+    prev = torch.full((src.size(0) * k,), settings.bos_id, dtype=torch.long, device=device)  # (A*K,)
     for t in range(steps):
         out = model.decode_step(prev, state, memory)
-        # each beam's K best continuations: the step's K best are among them
-        logp, top_tokens = row_topk(_forbid_specials(out.log_probs, bos_id, pad_id), k)  # (A*K, K)
-        logp = logp.view(-1, k, k).float()  # (A, K, K) fp32 scores, also under bf16 autocast
-        top_tokens = top_tokens.view(-1, k, k)  # (A, K, K)
-        if bool(finished.any()):  # a finished beam extends only with PAD, at no cost
-            logp[finished] = float("-inf")
-            logp[..., 0].masked_fill_(finished, 0.0)
-            top_tokens[..., 0].masked_fill_(finished, pad_id)
-        candidates = logp.add_(scores.unsqueeze(-1))  # (A, K, K)
-        new_lengths = lengths + (~finished).long()  # (A, K)
-        ranked = candidates / length_penalty(new_lengths, alpha).unsqueeze(-1) if alpha else candidates
-        _, flat = ranked.view(-1, k * k).topk(k, dim=-1)  # (A, K)
-        beam = flat // k  # (A, K) each survivor's parent beam
-        token = top_tokens.view(-1, k * k).gather(1, flat)  # (A, K)
-        scores = candidates.view(-1, k * k).gather(1, flat)  # (A, K)
-        lengths = new_lengths.gather(1, beam)  # (A, K)
-        was_finished = finished.gather(1, beam)  # (A, K)
-        finished = was_finished | (token == eos_id)  # (A, K)
-        history = torch.cat([_reorder(history, beam), token.unsqueeze(-1)], dim=-1)  # (A, K, t+1)
-        origin = beam + torch.arange(0, beam.numel(), k, device=device).unsqueeze(1)  # (A, K) parent rows
-        if keep_weights and out.weights is not None:
-            step_w = out.weights[origin.view(-1)].view(-1, k, 1, out.weights.size(-1))  # (A, K, 1, S)
-            step_w = step_w.masked_fill(was_finished.view(-1, k, 1, 1), 0.0)
-            attention = step_w if attention is None else torch.cat([_reorder(attention, beam), step_w], 2)
-        done = finished.all(1) | (t + 1 >= limit)  # (A,)
-        if alpha == 0.0:
-            done = done | finished[:, 0]
-        if bool(done.any()):  # the stopped sentences leave the batch with their best beam
-            stopped = done.nonzero().squeeze(1)  # (D,)
-            best_scores, best = (scores[stopped] / length_penalty(lengths[stopped], alpha)).max(-1)  # (D,)
-            results.scores[alive[stopped]] = best_scores
-            results.tokens[alive[stopped], : t + 1] = history[stopped, best]
-            if attention is not None:
-                results.attention(out.weights)[alive[stopped], : t + 1] = attention[stopped, best]
-            if bool(done.all()):
-                break
+        logp = _forbid_specials(out.log_probs, settings)  # (A*K, V)
+        width = min(k + 1, logp.size(-1))  # K live continuations per beam even when one is EOS
+        values, tokens = row_topk(logp, width)  # (A*K, W)
+        cand = beams.scores.unsqueeze(-1) + values.view(-1, k, width).float()  # (A, K, W) fp32 under autocast
+        tokens = tokens.view(-1, k, width)  # (A, K, W)
+        is_eos = tokens == settings.eos_id  # (A, K, W)
+        step_w = None
+        if settings.keep_weights and out.weights is not None:
+            step_w = out.weights.view(-1, k, out.weights.size(-1))  # (A, K, S)
+        _set_aside_finished(beams, results, cand, is_eos, t, step_w)
+        scores, pick = cand.masked_fill(is_eos, float("-inf")).view(-1, k * width).topk(k, dim=-1)  # (A, K)
+        parent = pick // width  # (A, K)
+        token = tokens.view(-1, k * width).gather(1, pick)  # (A, K)
+        beams.tokens, beams.weights = beams.extended(parent, token, step_w)
+        beams.scores = scores
+        capped = t + 1 >= limit  # (A,)
+        if bool(capped.any()):  # the best live beam competes as a cut hypothesis
+            at = capped.nonzero().squeeze(1)  # (C,)
+            lp = length_penalty(torch.tensor(t + 1), alpha)
+            weights = None if beams.weights is None else beams.weights[at, 0]
+            results.offer(beams.alive[at], scores[at, 0] / lp, beams.tokens[at, 0], weights)
+        bound = scores[:, 0] / length_penalty(limit, alpha)  # (A,) the best any live beam can end with
+        done = capped | (results.scores[beams.alive] >= bound)  # (A,)
+        if bool(done.all()):
+            break
+        origin = (parent + torch.arange(0, parent.numel(), k, device=device).unsqueeze(1)).view(-1)  # (A*K,)
+        prev = token.view(-1)  # (A*K,)
+        if bool(done.any()):  # the stopped sentences leave the batch
             keep = (~done).nonzero().squeeze(1)  # (A',)
-            alive, limit, scores, finished = alive[keep], limit[keep], scores[keep], finished[keep]
-            lengths, history, token, origin = lengths[keep], history[keep], token[keep], origin[keep]
-            attention = None if attention is None else attention[keep]
-            memory = memory.index_select((keep.unsqueeze(1) * k + torch.arange(k, device=device)).view(-1))
-        prev, state = token.view(-1), out.state.index_select(origin.view(-1))
-    return results.hypotheses(t + 1, eos_id, pad_id)
+            survivors = beams.rows(keep)  # (A'*K,)
+            origin, prev, memory = origin[survivors], prev[survivors], memory.index_select(survivors)
+            limit = limit[keep]
+            beams.keep(keep)
+        state = out.state.index_select(origin)
+    return results.hypotheses(t + 1)
 
 
-def search(
-    model: Seq2Seq,
-    src: Tensor,
-    src_lengths: Tensor,
-    bos_id: int,
-    eos_id: int,
-    pad_id: int = 0,
-    beam_size: int = 1,
-    alpha: float = 0.0,
-    max_len_a: float = 2.0,
-    max_len_b: int = 10,
-    keep_weights: bool = True,
-) -> Hypotheses:
+def search(model: Seq2Seq, src: Tensor, src_lengths: Tensor, settings: SearchSettings) -> Hypotheses:
     """Greedy search for ``beam_size == 1``, beam search otherwise."""
-    if beam_size == 1:
-        return greedy_search(model, src, src_lengths, bos_id, eos_id, pad_id, max_len_a, max_len_b, keep_weights)
-    return beam_search(
-        model, src, src_lengths, bos_id, eos_id, pad_id, beam_size, alpha, max_len_a, max_len_b, keep_weights
-    )
+    if settings.beam_size == 1:
+        return greedy_search(model, src, src_lengths, settings)
+    return beam_search(model, src, src_lengths, settings)
