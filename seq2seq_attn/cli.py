@@ -13,8 +13,12 @@ and the tools around them::
     seq2seq-attn translate --ckpt RUN.ckpt [--beam K] < source.txt > output.txt
     seq2seq-attn evaluate --ckpt RUN.ckpt --src FILE --ref FILE [--out results.json]
     seq2seq-attn data fetch multi30k
+
+``seq2seq-attn --no-cpu-tuning COMMAND ...`` leaves the process's CPU settings alone
+(see :mod:`seq2seq_attn.cpu`).
 """
 
+import os
 import sys
 import warnings
 from typing import Optional
@@ -55,12 +59,15 @@ def build_cli(args: Optional[list[str]] = None, run: bool = True):
 
 
 def main(argv: Optional[list[str]] = None) -> None:
+    from seq2seq_attn import cpu
     from seq2seq_attn.commands import TOOL_COMMANDS
-    from seq2seq_attn.cpu import configure
 
-    configure()  # CPU settings (seq2seq_attn/cpu.py) before any torch work: threads inherit them
-    _quiet()
     args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["--no-cpu-tuning"]:
+        argv = args = args[1:]
+        os.environ[cpu.OPT_OUT] = "0"  # inherited by ablation cells and DDP processes
+    cpu.configure()  # CPU settings before any torch work: threads inherit them
+    _quiet()
     try:
         if args and args[0] in TOOL_COMMANDS:
             TOOL_COMMANDS[args[0]](args[1:])

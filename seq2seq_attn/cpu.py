@@ -1,7 +1,12 @@
 """Process-wide CPU settings for speed: flush denormals, keep freed memory.
 
-:func:`configure` applies both; the ``seq2seq-attn`` command and an ablation cell call
-it first thing, and the Lightning module when it is built.
+:func:`configure` applies both. Both change the whole process (numpy and fp64 work too,
+and every later allocation), so the library never calls it on import or when a model is
+built: only where the project owns the process, first thing in the ``seq2seq-attn``
+command, an ablation cell and the benchmarks. A notebook that wants the speed calls
+``seq2seq_attn.cpu.configure()`` itself, before any other torch work. Opt out with the
+environment variable ``S2S_CPU_TUNING=0`` or ``seq2seq-attn --no-cpu-tuning COMMAND ...``
+(which sets that variable, so ablation cells and DDP processes inherit it).
 
 **Denormals.** Attention makes denormal numbers (magnitudes below 1.2e-38): softmax
 weights of far-off source words underflow into that range, and the backward pass
@@ -27,6 +32,7 @@ training the Multi30k model ran 4-8% faster, at the same peak RSS.
 """
 
 import ctypes
+import os
 import platform
 import warnings
 
@@ -37,10 +43,23 @@ M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt parameters (malloc.h)
 MMAP_THRESHOLD, TRIM_THRESHOLD = 64 << 20, 256 << 20
 
 
-def configure() -> None:
-    """Flush denormals and keep freed memory (each a no-op where it does not apply)."""
+OPT_OUT = "S2S_CPU_TUNING"  # "0", "false", "no" or "off": leave the process as it is
+
+
+def enabled() -> bool:
+    """Whether :func:`configure` applies its settings (the opt-out variable is not set)."""
+    return os.environ.get(OPT_OUT, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def configure() -> bool:
+    """Flush denormals and keep freed memory (each a no-op where it does not apply).
+
+    Returns False, changing nothing, where the ``S2S_CPU_TUNING`` opt-out is set."""
+    if not enabled():
+        return False
     flush_denormals()
     keep_freed_memory()
+    return True
 
 
 def keep_freed_memory() -> bool:

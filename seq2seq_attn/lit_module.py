@@ -12,7 +12,6 @@ import torch
 import torch.nn.functional as F
 from jsonargparse.typing import NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
 
-from seq2seq_attn.cpu import configure
 from seq2seq_attn.data.collate import Batch
 from seq2seq_attn.data.vocab import PAD_ID, Vocab
 from seq2seq_attn.errors import ConfigError
@@ -116,7 +115,6 @@ class Seq2SeqLitModule(pl.LightningModule):
         if list(test_buckets) != sorted(set(test_buckets)):
             raise ConfigError(f"test_buckets must be increasing edges, got {list(test_buckets)}")
         self.save_hyperparameters()
-        configure()  # flush denormals, keep freed memory: CPU speed (seq2seq_attn/cpu.py)
         self.model = build_seq2seq(
             src_vocab_size,
             trg_vocab_size,

@@ -9,6 +9,8 @@ import torch
 from seq2seq_attn.modules import DECODERS, SCORERS, build_seq2seq
 
 os.environ.setdefault("WANDB_MODE", "disabled")
+# the test process is a library user's: the CPU tuning of seq2seq_attn/cpu.py stays off in it
+os.environ.setdefault("S2S_CPU_TUNING", "0")
 # the shared corpora beside the repository (CI sets the same); never copied into the repo
 os.environ.setdefault("S2S_DATA_ROOT", str(Path(__file__).resolve().parents[2] / "shared" / "data"))
 torch.set_num_threads(1)

@@ -1,7 +1,9 @@
 """CPU process settings (seq2seq_attn/cpu.py): denormals flushed on every thread, freed memory kept."""
 
+import os
 import subprocess
 import sys
+from typing import Optional
 
 import pytest
 
@@ -10,38 +12,45 @@ import seq2seq_attn.cpu as cpu
 PROCESS = """
 import torch
 torch.set_num_threads(2)
-from seq2seq_attn.cpu import denormal_matrix
-from seq2seq_attn.lit_module import Seq2SeqLitModule
+from seq2seq_attn.cpu import configure, denormal_matrix
 {before}
-Seq2SeqLitModule()  # building the module sets the mode
+print(configure())
 print(int((denormal_matrix(256, 512) @ torch.ones(512, 512)).count_nonzero()))
 """
 
 
-def nonzero_after_building_the_module(before: str) -> int:
-    code = PROCESS.format(before=before)
-    return int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+def run_python(code: str, *args: str, tuning: Optional[str] = None) -> list[str]:
+    """Run ``code`` in a fresh interpreter; ``tuning`` sets the opt-out variable. Returns its output lines."""
+    env = {k: v for k, v in os.environ.items() if k != cpu.OPT_OUT}
+    if tuning is not None:
+        env[cpu.OPT_OUT] = tuning
+    run = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True, env=env)
+    return run.stdout.split()
 
 
-def test_the_module_flushes_denormals_on_every_thread():
-    # fresh process, module built before any parallel work (as the CLI does): every block of the
+def test_configure_flushes_denormals_on_every_thread():
+    # fresh process, configured before any parallel work (as the CLI does): every block of the
     # product reads its denormal inputs as 0
-    assert nonzero_after_building_the_module("") == 0
+    assert run_python(PROCESS.format(before="")) == ["True", "0"]
 
 
-def test_the_module_flushes_denormals_in_a_thread_pool_that_already_runs():
-    # parallel work first (a notebook): the pool's threads exist without the mode; the module sets it
+def test_configure_flushes_denormals_in_a_thread_pool_that_already_runs():
+    # parallel work first (a notebook): the pool's threads exist without the mode; configure sets it
     # in each of them through the OpenMP runtime
     parallel_work = "(torch.randn(1 << 22) * 2).sum()\ndenormal_matrix(64, 512) @ torch.ones(512, 512)"
-    assert nonzero_after_building_the_module(parallel_work) == 0
+    assert run_python(PROCESS.format(before=parallel_work)) == ["True", "0"]
+
+
+@pytest.mark.parametrize("value", ["0", "off"])
+def test_the_opt_out_variable_leaves_denormals_alone(value):
+    assert run_python(PROCESS.format(before=""), tuning=value) == ["False", str(256 * 512)]
 
 
 def test_denormals_are_not_flushed_without_the_mode():
     # the same product without the mode: what the test above would see if flushing did nothing
     code = "import torch\nfrom seq2seq_attn.cpu import denormal_matrix\n"
     code += "print(int((denormal_matrix(256, 512) @ torch.ones(512, 512)).count_nonzero()))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert int(out) == 256 * 512
+    assert run_python(code) == [str(256 * 512)]
 
 
 def test_flush_denormals_reports_and_warns_when_threads_escaped(monkeypatch):
@@ -53,7 +62,7 @@ def test_flush_denormals_reports_and_warns_when_threads_escaped(monkeypatch):
     assert cpu.flush_denormals() is True
 
 
-RETAINED = """
+MALLINFO = """
 import ctypes, sys, torch
 import seq2seq_attn.cpu as cpu
 class MallInfo(ctypes.Structure):
@@ -61,6 +70,8 @@ class MallInfo(ctypes.Structure):
     _fields_ = [(name, ctypes.c_int) for name in names.split()]
 libc = ctypes.CDLL("libc.so.6")
 libc.mallinfo.restype = MallInfo
+"""
+RETAINED = MALLINFO + """
 if sys.argv[1] == "keep":
     assert cpu.keep_freed_memory()
 x = torch.ones(40 << 18)  # 40 MB, as a step's logits
@@ -71,7 +82,42 @@ print(libc.mallinfo().fordblks >> 20)  # MB freed but still mapped, for the next
 
 @pytest.mark.parametrize("mode,retained", [("keep", True), ("default", False)])
 def test_freed_memory_stays_in_the_process(mode, retained):
-    run = subprocess.run([sys.executable, "-c", RETAINED, mode], capture_output=True, text=True, check=True)
+    (retained_mb,) = run_python(RETAINED, mode)
     # glibc's default maps a 40 MB block on its own and unmaps it when freed: the next step's
     # allocation then faults every 4 KB page back in
-    assert (int(run.stdout) >= 40) is retained
+    assert (int(retained_mb) >= 40) is retained
+
+
+LIBRARY_USE = MALLINFO + """
+from seq2seq_attn.cpu import denormal_matrix
+from seq2seq_attn.inference import load_model
+from seq2seq_attn.lit_module import Seq2SeqLitModule
+module = Seq2SeqLitModule()
+vocab = {"src": ["<pad>", "<s>", "</s>", "<unk>"], "trg": ["<pad>", "<s>", "</s>", "<unk>"]}
+torch.save({"hyper_parameters": dict(module.hparams), "state_dict": module.state_dict(), "vocab": vocab}, sys.argv[1])
+load_model(sys.argv[1])
+x = torch.ones(40 << 18)
+del x
+print(int((denormal_matrix(1, 8) * 1.0).count_nonzero()))  # main thread's mode
+print(int((denormal_matrix(256, 512) @ torch.ones(512, 512)).count_nonzero()))  # the pool's
+print(libc.mallinfo().fordblks >> 20)
+"""
+
+
+def test_building_and_loading_a_model_leave_the_process_alone(tmp_path):
+    # a notebook or a script that imports the library: FTZ off in every thread, glibc's malloc as it was
+    denormals, in_pool, retained_mb = run_python(LIBRARY_USE, str(tmp_path / "m.ckpt"))
+    assert (denormals, in_pool) == ("8", str(256 * 512))
+    assert int(retained_mb) < 40
+
+
+def test_no_cpu_tuning_switch_sets_the_opt_out_for_the_process_and_its_children(monkeypatch, capsys):
+    from seq2seq_attn import cli
+
+    monkeypatch.setenv(cpu.OPT_OUT, "1")
+    calls = []
+    monkeypatch.setattr(cpu, "configure", lambda: calls.append(cpu.enabled()))
+    with pytest.raises(SystemExit):
+        cli.main(["--no-cpu-tuning", "report", "--help"])
+    assert os.environ[cpu.OPT_OUT] == "0" and calls == [False]
+    assert "seq2seq-attn report" in capsys.readouterr().out
