@@ -4,8 +4,8 @@ Embeddings 256, bidirectional GRU 256 per direction, GRU decoder 512 (= 2 x 256,
 fits too), dropout 0.2.
 """
 
-from seq2seq_attn.lit_module import adam
 from seq2seq_attn.modules import build_seq2seq
+from seq2seq_attn.optim import adam
 
 SIZES = {"emb_size": 256, "hidden_size": 256, "dec_hidden_size": 512, "dropout": 0.2}
 

@@ -19,10 +19,9 @@ from seq2seq_attn.evaluation import Evaluation, all_gather
 from seq2seq_attn.loss import token_loss
 from seq2seq_attn.metrics import DEFAULT_BUCKETS, format_table, sacrebleu_signature
 from seq2seq_attn.modules import build_seq2seq
+from seq2seq_attn.optim import adam
 from seq2seq_attn.results import environment_info, write_json, write_test_results
 from seq2seq_attn.search import Hypotheses, SearchSettings, search
-
-FUSED_ADAM_DEVICES = ("cpu", "cuda")  # where torch has a fused Adam kernel
 
 
 @torch.no_grad()
@@ -33,14 +32,6 @@ def init_uniform(model: torch.nn.Module, bound: float) -> None:
     for module in model.modules():
         if isinstance(module, torch.nn.Embedding) and module.padding_idx is not None:
             module.weight[module.padding_idx].zero_()
-
-
-def adam(parameters, lr: float, weight_decay: float = 0.0) -> torch.optim.Adam:
-    """Adam, fused where torch has the kernel: one pass over all parameters instead of
-    about ten per tensor (7% of a CPU training step of the Multi30k model)."""
-    parameters = list(parameters)
-    fused = all(p.device.type in FUSED_ADAM_DEVICES and p.dtype.is_floating_point for p in parameters)
-    return torch.optim.Adam(parameters, lr=lr, weight_decay=weight_decay, fused=fused)
 
 
 # hyperparameters that change the network's shape: a checkpoint must match them

@@ -135,6 +135,41 @@ def test_cpu_dropout_keeps_1_minus_p_scaled_and_routes_gradient_through_the_mask
     assert torch.equal(first, Dropout(0.5).train()(torch.ones(64)))  # seeded: the same mask
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_cpu_dropout_keep_rate_is_unbiased_in_every_dtype(dtype):
+    torch.manual_seed(0)
+    y = Dropout(0.2).train()(torch.ones(2_000_000, dtype=dtype))
+    # binomial sd 0.00028: 0.0012 is four of them (bf16 draws kept 0.7984)
+    assert abs((y != 0).float().mean().item() - 0.8) < 0.0012
+    assert y.dtype == dtype and set(y.unique().tolist()) == {0.0, 1.25}
+
+
+def test_cpu_dropout_of_one_drops_everything_without_nan():
+    x = torch.randn(1000, requires_grad=True)
+    y = Dropout(1.0).train()(x)
+    assert torch.equal(y, torch.zeros_like(y))
+    y.sum().backward()
+    assert torch.equal(x.grad, torch.zeros_like(x))
+
+
+def test_adam_falls_back_to_the_unfused_kernel_with_a_warning(monkeypatch):
+    from seq2seq_attn.optim import adam
+
+    params = [torch.nn.Parameter(torch.randn(3))]
+    assert adam(params, 0.1).defaults["fused"] is True  # this torch has the CPU kernel
+    original = torch.optim.Adam
+
+    def without_cpu_kernel(*args, fused=None, **kwargs):
+        if fused:
+            raise RuntimeError("`fused=True` requires all the params to be floating point Tensors of supported devices")
+        return original(*args, fused=fused, **kwargs)
+
+    monkeypatch.setattr(torch.optim, "Adam", without_cpu_kernel)
+    with pytest.warns(UserWarning, match="fused Adam is not available here.*unfused"):
+        optimiser = adam(params, 0.1)
+    assert not optimiser.defaults["fused"]
+
+
 def test_param_init_draws_every_parameter_uniformly_and_keeps_padding_rows_zero():
     from seq2seq_attn.lit_module import Seq2SeqLitModule
 
