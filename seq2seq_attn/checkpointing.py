@@ -18,6 +18,7 @@ import io
 import json
 import pickle
 import random
+import zipfile
 from pathlib import Path
 from typing import Any, Optional, Union
 
@@ -26,12 +27,56 @@ import pytorch_lightning as pl
 import torch
 import yaml
 from jsonargparse.typing import NonNegativeInt
-from pytorch_lightning.plugins.io import TorchCheckpointIO
+from pytorch_lightning.plugins.io import CheckpointIO, TorchCheckpointIO
 
 from seq2seq_attn.errors import ConfigError
 from seq2seq_attn.results import write_atomic
 
 LAST = "last.ckpt"
+
+
+def load_checkpoint_file(path: Union[str, Path], map_location: Any = "cpu") -> Any:
+    """``torch.load(weights_only=True)`` of ``path``: tensors and plain containers only, so a
+    crafted file runs no code. A missing, truncated, corrupt or crafted file is one
+    :class:`ConfigError` that names it, on every path that reads a checkpoint."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"checkpoint not found: {path}: pass RUN_DIR/checkpoints/best.ckpt of a finished run")
+    try:
+        return torch.load(path, map_location=map_location, weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile) as err:
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise ConfigError(
+            f"cannot load {path} safely: {first[:160]}: it is not an intact seq2seq-attn checkpoint "
+            "(truncated or corrupt: use another one, e.g. best.ckpt instead of last.ckpt)"
+        ) from err
+
+
+def read_checkpoint(path: Union[str, Path], device: str = "cpu") -> dict:
+    """A seq2seq-attn checkpoint's contents (hyperparameters, weights, vocabularies), read safely."""
+    checkpoint = load_checkpoint_file(path, device)
+    if not isinstance(checkpoint, dict) or "hyper_parameters" not in checkpoint or "vocab" not in checkpoint:
+        raise ConfigError(f"{path} is not a seq2seq-attn checkpoint (no hyperparameters or vocabulary in it)")
+    return checkpoint
+
+
+def read_checkpoint_hparams(path: Union[str, Path]) -> dict:
+    return dict(read_checkpoint(path)["hyper_parameters"])
+
+
+def with_safe_checkpoint_io(plugins: Any) -> list:
+    """The trainer's plugins with :class:`SafeCheckpointIO` among them: a user's ``trainer.plugins``
+    adds to it; another checkpoint IO would replace atomic saves and safe loads, so it is refused."""
+    plugins = [] if plugins is None else list(plugins) if isinstance(plugins, (list, tuple)) else [plugins]
+    others = [p for p in plugins if isinstance(p, CheckpointIO) and not isinstance(p, SafeCheckpointIO)]
+    if others:
+        raise ConfigError(
+            f"trainer.plugins sets its own checkpoint IO ({type(others[0]).__name__}): seq2seq-attn saves "
+            "and loads checkpoints with SafeCheckpointIO (atomic saves, loads that run no code); remove it"
+        )
+    if not any(isinstance(p, SafeCheckpointIO) for p in plugins):
+        plugins.append(SafeCheckpointIO())
+    return plugins
 
 
 class SafeCheckpointIO(TorchCheckpointIO):
@@ -46,14 +91,7 @@ class SafeCheckpointIO(TorchCheckpointIO):
         write_atomic(path, buffer.getbuffer())
 
     def load_checkpoint(self, path, map_location=None, weights_only=None) -> dict[str, Any]:
-        path = Path(path)
-        try:
-            return super().load_checkpoint(path, map_location=map_location, weights_only=True)
-        except (pickle.UnpicklingError, EOFError) as err:
-            first = (str(err).strip().splitlines() or [type(err).__name__])[0]
-            raise ConfigError(
-                f"cannot load {path} safely: {first[:160]}: it is not an intact seq2seq-attn checkpoint"
-            ) from err
+        return load_checkpoint_file(path, map_location or (lambda storage, loc: storage))
 
 
 def checkpoint_dir(trainer: "pl.Trainer") -> Path:

@@ -13,10 +13,9 @@ from typing import Optional
 from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.cli import LightningArgumentParser, LightningCLI
 
-from seq2seq_attn.checkpointing import LastCheckpoint, RNGState
+from seq2seq_attn.checkpointing import LastCheckpoint, RNGState, read_checkpoint_hparams, with_safe_checkpoint_io
 from seq2seq_attn.data.datamodule import Seq2SeqDataModule, check_distributed_sampling
 from seq2seq_attn.errors import ConfigError
-from seq2seq_attn.inference import read_checkpoint_hparams
 from seq2seq_attn.lit_module import ARCHITECTURE_KEYS, Seq2SeqLitModule
 from seq2seq_attn.loggers import WandbConfig, make_wandb_logger
 from seq2seq_attn.wandb_reports import WandbReports
@@ -104,6 +103,7 @@ class Seq2SeqCLI(LightningCLI):
         if config.get("enable_checkpointing") is False:  # our default best/last checkpoints step aside
             self.trainer_defaults = {**self.trainer_defaults, "callbacks": []}
             callbacks = [c for c in callbacks if not isinstance(c, LastCheckpoint)]
+        config["plugins"] = with_safe_checkpoint_io(config.get("plugins"))
         options = WandbConfig(**self._config()["wandb"])
         if options.enabled:
             config["logger"] = self._with_wandb(config, options)
@@ -148,7 +148,6 @@ def build_cli(args: Optional[list[str]] = None, run: bool = True) -> LightningCL
         seed_everything_default=1234,
         trainer_defaults={
             "callbacks": [checkpoints, RNGState()],
-            "plugins": [{"class_path": "seq2seq_attn.checkpointing.SafeCheckpointIO"}],
             "default_root_dir": "runs",
         },
         save_config_kwargs={"overwrite": True},

@@ -1,19 +1,18 @@
 """Load a trained model from its checkpoint alone and decode token sequences.
 
-Checkpoints are read with ``torch.load(weights_only=True)``: tensors and plain
-containers only, so a crafted file cannot run code when it is loaded.
+Checkpoints are read by :func:`seq2seq_attn.checkpointing.read_checkpoint`: tensors
+and plain containers only, so a crafted file cannot run code when it is loaded.
 """
 
-import pickle
 from pathlib import Path
 from typing import Callable, NamedTuple, Optional, Sequence, Union
 
 import torch
 
+from seq2seq_attn.checkpointing import read_checkpoint
 from seq2seq_attn.data.collate import pad
 from seq2seq_attn.data.tokenizer import TextTokenizer
 from seq2seq_attn.data.vocab import PAD_ID, Vocab
-from seq2seq_attn.errors import ConfigError
 from seq2seq_attn.lit_module import Seq2SeqLitModule
 from seq2seq_attn.quantize import int8_copy
 from seq2seq_attn.search import SearchSettings, search
@@ -22,27 +21,6 @@ from seq2seq_attn.search import SearchSettings, search
 class Translation(NamedTuple):
     tokens: list[str]
     weights: Optional[list[list[float]]]  # (len(tokens), len(source)) attention, None without attention
-
-
-def read_checkpoint(path: Union[str, Path], device: str = "cpu") -> dict:
-    """A checkpoint's contents, loaded without running any code it may hold."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"checkpoint not found: {path}: pass RUN_DIR/checkpoints/best.ckpt of a finished run")
-    try:
-        checkpoint = torch.load(path, map_location=device, weights_only=True)
-    except (pickle.UnpicklingError, RuntimeError, EOFError) as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ConfigError(
-            f"cannot load {path} safely: {first[:160]}: it is not an intact seq2seq-attn checkpoint"
-        ) from err
-    if not isinstance(checkpoint, dict) or "hyper_parameters" not in checkpoint or "vocab" not in checkpoint:
-        raise ConfigError(f"{path} is not a seq2seq-attn checkpoint (no hyperparameters or vocabulary in it)")
-    return checkpoint
-
-
-def read_checkpoint_hparams(path: Union[str, Path]) -> dict:
-    return dict(read_checkpoint(path)["hyper_parameters"])
 
 
 def load_model(path: Union[str, Path], device: str = "cpu", int8: bool = False) -> Seq2SeqLitModule:

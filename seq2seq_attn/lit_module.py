@@ -103,6 +103,8 @@ class Seq2SeqLitModule(pl.LightningModule):
         super().__init__()
         if not 0 <= dropout < 1:
             raise ConfigError(f"dropout must be in [0, 1), got {dropout}")
+        if not 0 <= label_smoothing < 1:
+            raise ConfigError(f"label_smoothing must be in [0, 1), got {label_smoothing}: e.g. 0.1")
         if list(test_buckets) != sorted(set(test_buckets)):
             raise ConfigError(f"test_buckets must be increasing edges, got {list(test_buckets)}")
         self.save_hyperparameters()

@@ -33,6 +33,10 @@ def test_every_experiment_config_instantiates(config, tmp_path):
     configs = [arg for c in chain for arg in ("--config", str(c))]
     if "ParallelDataModule" in "".join(c.read_text() for c in chain):
         configs += ["--data.init_args.max_train", "300", "--data.init_args.max_eval", "20"]
+    if "wmt14_en_fr" in config.parts:  # no network: a tiny generated en-fr dataset stands in for wmt/wmt14
+        from hf_tiny import save_tiny_translation
+
+        configs += ["--data.init_args.hf_dataset", save_tiny_translation(tmp_path / "wmt14_tiny")]
     cli = build_cli([*configs, *quiet(tmp_path)], run=False)
     assert cli.model.model.decoder.flow == cli.config.model.flow
     assert cli.model.hparams.src_vocab_size == cli.datamodule.src_vocab_size
@@ -121,6 +125,11 @@ def test_short_training_reaches_exact_match_and_writes_buckets(tmp_path, capsys)
             "attention 'dot' needs equal query and key sizes, got decoder 50 and encoder output 128",
         ),
         (["--model.dropout", "1.5"], "dropout must be in [0, 1), got 1.5"),
+        (["--model.label_smoothing", "2"], "label_smoothing must be in [0, 1), got 2.0"),
+        (
+            ["--trainer.plugins", '[{"class_path": "pytorch_lightning.plugins.io.TorchCheckpointIO"}]'],
+            "trainer.plugins sets its own checkpoint IO (TorchCheckpointIO)",
+        ),
         (["--ckpt_path", "missing.ckpt"], "checkpoint not found: missing.ckpt"),
     ],
 )
@@ -131,6 +140,17 @@ def test_cli_errors_are_one_line(args, expected, tmp_path, capsys):
     assert exit_info.value.code == 2
     err_lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
     assert len(err_lines) == 1 and expected in err_lines[0], err_lines
+
+
+def test_a_users_plugins_keep_the_safe_checkpoint_io(tmp_path):
+    from pytorch_lightning.plugins.precision import DoublePrecision
+
+    from seq2seq_attn.checkpointing import SafeCheckpointIO
+
+    plugins = '[{"class_path": "pytorch_lightning.plugins.precision.DoublePrecision"}]'
+    cli = build_cli(["--config", BASE, *quiet(tmp_path), "--trainer.plugins", plugins], run=False)
+    assert isinstance(cli.trainer.strategy.checkpoint_io, SafeCheckpointIO)
+    assert isinstance(cli.trainer.strategy.precision_plugin, DoublePrecision)
 
 
 def test_config_file_typo_is_one_line(tmp_path, capsys):

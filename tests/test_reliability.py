@@ -3,6 +3,8 @@
 import csv
 import json
 import os
+import pickle
+import shutil
 import signal
 import subprocess
 import sys
@@ -202,26 +204,45 @@ class Payload:
         return (exec, ("import pathlib; pathlib.Path('PWNED').write_text('x')",))
 
 
-def test_crafted_checkpoints_are_refused_on_every_loading_path(tmp_path, monkeypatch, capsys):
-    import pickle
-    import shutil
+def crafted(path):
+    with open(path, "wb") as handle:
+        pickle.dump({"state_dict": {}, "hyper_parameters": Payload(), "vocab": {}, "loops": Payload()}, handle)
 
+
+def truncated(path):
+    """The first 20 kB of a real checkpoint (a copy cut short by a full disk, say)."""
+    from test_inference import save_checkpoint
+
+    save_checkpoint(path.with_name("whole.ckpt"), emb_size=32, hidden_size=32)
+    data = path.with_name("whole.ckpt").read_bytes()
+    assert len(data) > 40_000
+    path.write_bytes(data[:20_000])
+
+
+@pytest.mark.parametrize("make", [crafted, truncated])
+def test_unloadable_checkpoints_fail_in_one_line_on_every_loading_path(make, tmp_path, monkeypatch, capsys):
     from seq2seq_attn.checkpointing import SafeCheckpointIO
     from seq2seq_attn.cli import main
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "run" / "checkpoints").mkdir(parents=True)
-    evil = tmp_path / "run" / "checkpoints" / "last.ckpt"
-    with open(evil, "wb") as handle:
-        pickle.dump({"state_dict": {}, "hyper_parameters": Payload(), "vocab": {}, "loops": Payload()}, handle)
+    bad = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    make(bad)
     shutil.copyfile(ROOT / "experiments" / "base.yaml", tmp_path / "run" / "config.yaml")
+    (tmp_path / "src.txt").write_text("a b\n")
 
     with pytest.raises(ConfigError, match="cannot load .* safely"):  # Lightning's own loading (ablation cells)
-        SafeCheckpointIO().load_checkpoint(evil)
-    for command in (["resume", "run"], ["fit", "--config", "run/config.yaml", "--ckpt_path", str(evil)]):
+        SafeCheckpointIO().load_checkpoint(bad)
+    for command in (
+        ["resume", "run"],
+        ["fit", "--config", "run/config.yaml", "--ckpt_path", str(bad)],
+        ["translate", "--ckpt", str(bad), "--input", "src.txt"],
+        ["evaluate", "--ckpt", str(bad), "--src", "src.txt", "--ref", "src.txt"],
+    ):
         with pytest.raises(SystemExit) as stop:
             main(command)
         assert stop.value.code == 2
-        errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
-        assert len(errors) == 1 and "cannot load" in errors[0] and "safely" in errors[0]
+        errors = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+        assert len(errors) == 1 and errors[0].startswith("error: cannot load")
+        assert "run/checkpoints/last.ckpt" in errors[0]
     assert not (tmp_path / "PWNED").exists()

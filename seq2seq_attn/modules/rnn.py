@@ -62,8 +62,12 @@ def merge_directions(final: Tensor, num_layers: int) -> Tensor:
 class Bridge(nn.Module):
     """Maps the encoder's final states to the decoder's initial state, per layer.
 
-    ``s0 = tanh(W h_enc)`` for each layer (Bahdanau 2015, App. A.2.2); an LSTM
-    cell state gets its own linear map (no tanh: cell states are unbounded).
+    ``s0 = tanh(W [h_fwd; h_bwd])`` for each layer, from both directions' final states
+    (each direction's last step over the sentence). Bahdanau 2015 (App. A.2.2) starts
+    from the backward direction's first state alone (``tanh(W_s h_1_bwd)``); the final
+    states of both directions carry that one and the forward summary as well, as in
+    OpenNMT-py's and Joey NMT's bridges. An LSTM cell state gets its own linear map
+    (no tanh: cell states are unbounded).
     """
 
     def __init__(self, cell: str, encoder_size: int, decoder_size: int) -> None:
