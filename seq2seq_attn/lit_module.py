@@ -165,8 +165,9 @@ class Seq2SeqLitModule(pl.LightningModule):
 
     # -- training ---------------------------------------------------------------
     def on_fit_start(self) -> None:
+        # trainer.log_dir broadcasts from rank 0: every DDP process must ask, not rank 0 alone
+        run_dir = Path(self.trainer.log_dir or self.trainer.default_root_dir)
         if self.trainer.is_global_zero:
-            run_dir = Path(self.trainer.log_dir or self.trainer.default_root_dir)
             write_json(run_dir / "environment.json", environment_info())
             if hasattr(self.trainer.datamodule, "save_tokenizers"):  # also inside every checkpoint
                 self.trainer.datamodule.save_tokenizers(run_dir)
@@ -236,14 +237,15 @@ class Seq2SeqLitModule(pl.LightningModule):
             if name != "count":
                 self.log(f"test/{name}", value, sync_dist=True)
         self.test_results = {"overall": overall, "buckets": buckets}
+        folder = self.results_dir()  # on every process: it may ask trainer.log_dir, a collective
         if self.trainer.is_global_zero:
             meta = {k: self.hparams[k] for k in ARCHITECTURE_KEYS if k in self.hparams}
             meta.update(beam_size=self.hparams.beam_size, alpha=self.hparams.alpha)
             meta["train_max_length"] = getattr(self.trainer.datamodule, "train_max_length", None)
             if "bleu" in overall:
                 meta["sacrebleu"] = sacrebleu_signature()
-            path = write_test_results(self.results_dir(), overall, buckets, meta)
-            write_json(self.results_dir() / "test_attention.json", self._evaluation.sorted_attention_maps())
+            path = write_test_results(folder, overall, buckets, meta)
+            write_json(folder / "test_attention.json", self._evaluation.sorted_attention_maps())
             columns = [c for c in ("bleu", "chrf", "exact_match", "token_acc", "loss", "align_acc") if c in overall]
             print(f"\nTest results per source length (written to {path}):")
             print(format_table([{"bucket": "all", **overall}, *buckets], columns))
@@ -268,8 +270,8 @@ class Seq2SeqLitModule(pl.LightningModule):
     def on_predict_epoch_end(self) -> None:
         by_index = {i: line for part in all_gather(self._predictions) for i, line in part}  # DDP: each once
         lines = [by_index[i] for i in sorted(by_index)]
+        path = self.results_dir() / "predictions.txt"  # on every process (see on_test_epoch_end)
         if self.trainer.is_global_zero:
-            path = self.results_dir() / "predictions.txt"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
             print(f"wrote {len(lines)} predictions to {path}")

@@ -44,8 +44,8 @@ class WandbReports(pl.Callback):
         return [logger.experiment for logger in trainer.loggers if isinstance(logger, WandbLogger)]
 
     def setup(self, trainer, pl_module, stage: str) -> None:
+        folder = Path(trainer.log_dir or trainer.default_root_dir)  # a collective: every process asks
         for run in self._runs(trainer):  # `seq2seq-attn resume` continues this W&B run
-            folder = Path(trainer.log_dir or trainer.default_root_dir)
             if run.id:
                 write_json(folder / "wandb_run.json", {"id": run.id, "project": run.project, "offline": run.offline})
 

@@ -1,6 +1,10 @@
-"""DDP: a test run on 2 CPU processes (gloo) counts every example once and matches one process."""
+"""DDP on 2 CPU processes (gloo): fit and test through both launchers; test counts every example once
+and matches one process."""
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -58,3 +62,29 @@ def test_ddp_without_the_ddp_config_says_what_to_add(tmp_path, capsys):
         main(["fit", *args(tmp_path), *ddp])
     assert stop.value.code == 2
     assert "use_distributed_sampler: false" in capsys.readouterr().err
+
+
+def console_script() -> str:
+    """The installed ``seq2seq-attn`` entry point beside this interpreter (what a user runs)."""
+    script = Path(sys.executable).parent / "seq2seq-attn"
+    assert script.is_file(), f"{script} missing: the package is not installed (pip install -e .)"
+    return str(script)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("launcher", ["ddp", "ddp_spawn"])
+def test_ddp_fit_then_test_through_the_console_script(launcher, tmp_path):
+    """2 CPU processes, both launchers: ``ddp`` starts rank 1 by running the console script again.
+    A hang (a collective called by rank 0 alone) fails on the timeout instead of stalling CI."""
+    ddp = ["--trainer.accelerator", "cpu", "--trainer.strategy", launcher, "--trainer.devices", "2",
+           "--trainer.use_distributed_sampler", "false"]  # fmt: skip
+    common = [*args(tmp_path), *ddp, "--trainer.max_epochs", "1"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    for command in (["fit"], ["test", "--ckpt_path", str(tmp_path / "toy_reverse/version_0/checkpoints/best.ckpt")]):
+        run = subprocess.run(
+            [console_script(), *command, *common], capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path
+        )
+        assert run.returncode == 0, run.stderr[-2000:]
+    results = json.loads((tmp_path / "toy_reverse/version_0/test_results.json").read_text())
+    assert results["overall"]["count"] == 130  # every test example once across both processes
+    assert (tmp_path / "toy_reverse/version_0/environment.json").is_file()
