@@ -44,6 +44,9 @@ def test_fused_cross_entropy_takes_bf16_logits_and_returns_a_bf16_gradient():
     loss, grad = loss_and_grad(cross_entropy, logits, target, 0.0)
     assert loss.dtype == torch.float32 and grad.dtype == torch.bfloat16
     torch.testing.assert_close(loss, F.cross_entropy(logits.float(), target), atol=1e-6, rtol=1e-6)
+    # the gradient of the same (bf16-valued) logits in float64, within bf16's rounding (8 bits: 2**-8)
+    reference = loss_and_grad(F.cross_entropy, logits.double(), target, 0.0)[1]
+    torch.testing.assert_close(grad.double(), reference, atol=2e-3, rtol=2**-8)
 
 
 def test_token_loss_is_the_padded_cross_entropy_over_real_tokens():

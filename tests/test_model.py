@@ -181,3 +181,61 @@ def test_param_init_draws_every_parameter_uniformly_and_keeps_padding_rows_zero(
     assert (module.model.encoder.embedding.weight[0] == 0).all()  # PAD
     default = Seq2SeqLitModule()
     assert default.model.encoder.embedding.weight.abs().max() > 1  # PyTorch's N(0, 1) embeddings
+
+
+def record_flow(flow, input_feed, steps=4):
+    """Teacher-force a 1-layer GRU model, recording every query the scorer gets and the decoder
+    RNN's inputs and outputs at each step. Returns the model, memory, init state and the records."""
+    torch.manual_seed(5)
+    model = build_seq2seq(V_SRC, V_TRG, "general", flow, emb_size=6, hidden_size=4, num_layers=1, input_feed=input_feed)
+    model.eval()
+    queries, rnn_in, rnn_out = [], [], []
+
+    def record_rnn(module, args, out):  # returns None: the output stays as it is
+        rnn_in.append(args[0].detach())
+        rnn_out.append(out[0].detach())
+
+    model.decoder.attention.scorer.register_forward_hook(lambda m, args, out: queries.append(args[0].detach()))
+    model.decoder.rnn.register_forward_hook(record_rnn)
+    src, lengths = torch.randint(4, V_SRC, (2, 5)), torch.tensor([5, 3])
+    src[1, 3:] = 0
+    trg_in = torch.randint(4, V_TRG, (2, steps))
+    memory, state = model.encode(src, lengths)
+    logits, weights = model.decoder(trg_in, state, memory)
+    return model, memory, state, trg_in, weights, queries, rnn_in, rnn_out
+
+
+def hand_context(weights, values):
+    """``c = sum_s a_s h_s`` per sentence, a Python sum in float64. Args: weights ``(B, S)``, values ``(B, S, H)``."""
+    return torch.stack([sum(w[s] * v[s] for s in range(len(w))) for w, v in zip(weights.double(), values.double())])
+
+
+def test_bahdanau_flow_attends_with_the_previous_state_then_updates():
+    model, memory, state, trg_in, weights, queries, rnn_in, rnn_out = record_flow("bahdanau", True)
+    emb = model.decoder.embedding(trg_in)  # (B, T, E)
+    previous = state.rnn[-1]  # s(0): the bridge's state, (B, D)
+    for t in range(trg_in.size(1)):
+        torch.testing.assert_close(queries[t][:, 0], previous)  # the query is s(t-1), not s(t)
+        context = hand_context(weights[:, t], memory.values).float()  # c(t) from the weights of s(t-1)
+        torch.testing.assert_close(rnn_in[t][:, 0], torch.cat([emb[:, t], context], -1), atol=1e-5, rtol=0)
+        previous = rnn_out[t][:, 0]  # s(t)
+    assert len(queries) == len(rnn_in) == trg_in.size(1)
+
+
+@pytest.mark.parametrize("input_feed", [True, False])
+def test_luong_flow_updates_then_attends_with_the_new_state(input_feed):
+    model, memory, state, trg_in, weights, queries, rnn_in, rnn_out = record_flow("luong", input_feed)
+    emb = model.decoder.embedding(trg_in)  # (B, T, E)
+    if not input_feed:  # one RNN call and one attention over all T steps
+        assert len(rnn_in) == len(queries) == 1
+        torch.testing.assert_close(rnn_in[0], emb)
+        torch.testing.assert_close(queries[0], rnn_out[0])  # the query of step t is s(t)
+        return
+    w_c = model.decoder.combine.weight.double()  # (D, H + D)
+    feed = torch.zeros(trg_in.size(0), model.decoder.sizes.hidden)  # s~(0) = 0
+    for t in range(trg_in.size(1)):
+        torch.testing.assert_close(rnn_in[t][:, 0], torch.cat([emb[:, t], feed], -1), atol=1e-5, rtol=0)
+        s_t = rnn_out[t][:, 0]  # (B, D)
+        torch.testing.assert_close(queries[t][:, 0], s_t)  # the query is s(t), after the update
+        context = hand_context(weights[:, t], memory.values)  # (B, H)
+        feed = torch.tanh(torch.cat([context, s_t.double()], -1) @ w_c.t()).float()  # s~(t), Eq. 5

@@ -28,7 +28,40 @@ def test_weights_are_a_masked_distribution(name, steps):
     assert (weights >= 0).all()
     torch.testing.assert_close(weights.sum(-1), torch.ones(B, steps), atol=1e-6, rtol=0)
     assert (weights.masked_select(~MASK.unsqueeze(1)) == 0).all()
-    torch.testing.assert_close(context, weights @ memory.values)
+
+
+def reference_energy(scorer, q, h):
+    """The paper's energy of one query ``(D,)`` and one source state ``(H,)``, in float64, written
+    from the equations (not from the scorers' batched code)."""
+    weight = {name: p.detach().double() for name, p in scorer.named_parameters()}
+    if scorer.name == "dot":
+        return (q * h).sum()
+    if scorer.name == "scaled_dot":
+        return (q * h).sum() / len(h) ** 0.5
+    if scorer.name == "general":  # q^T W h
+        return q @ (weight["key_proj.weight"] @ h)
+    if scorer.name == "additive":  # v^T tanh(W q + U h)
+        return weight["v.weight"][0] @ torch.tanh(weight["query_proj.weight"] @ q + weight["key_proj.weight"] @ h)
+    if scorer.name == "concat":  # v^T tanh(W [q; h])
+        return weight["v.weight"][0] @ torch.tanh(weight["weight.weight"] @ torch.cat([q, h]))
+    raise AssertionError(f"no reference energy for scorer {scorer.name!r}: add its equation here")
+
+
+@pytest.mark.parametrize("name", sorted(SCORERS))
+def test_context_and_weights_equal_the_equations_in_float64(name):
+    attention, memory = make(name)
+    query = torch.randn(B, T, D)
+    context, weights = attention(query, memory)
+    values = memory.values.double()
+    for b in range(B):
+        n = int(LENGTHS[b])
+        for t in range(T):
+            q = query[b, t].double()
+            energies = torch.stack([reference_energy(attention.scorer, q, values[b, s]) for s in range(n)])
+            expected = torch.exp(energies - energies.max()) / torch.exp(energies - energies.max()).sum()
+            torch.testing.assert_close(weights[b, t, :n].double(), expected, atol=1e-5, rtol=1e-5)
+            expected_context = sum(expected[s] * values[b, s] for s in range(n))
+            torch.testing.assert_close(context[b, t].double(), expected_context, atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("name", sorted(SCORERS))
