@@ -3,10 +3,13 @@
 #
 #   VENV=.venv (default)   the virtual environment to create or reuse;
 #   VENV=system            install into the current Python environment instead;
-#   TORCH_SPEC=...         what to install when torch is missing. The default
-#                          is the CPU wheel torch==2.13.0; GPU users set e.g.
-#                          TORCH_SPEC="torch --index-url https://download.pytorch.org/whl/cu124"
-#                          or simply install torch first (it is never replaced).
+#   TORCH_SPEC=...         what to install when torch is missing (default torch==2.13.0).
+#                          On Linux PyPI's torch==2.13.0 is the CUDA build (several GB);
+#                          a pip configured with a local CPU wheel takes that instead.
+#                          CPU only, anywhere:
+#                          TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
+#                          GPU users set the build they want, or install torch first
+#                          (it is never replaced).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
