@@ -11,8 +11,12 @@ from seq2seq_attn.modules import DECODERS, SCORERS, build_seq2seq
 os.environ.setdefault("WANDB_MODE", "disabled")
 # the test process is a library user's: the CPU tuning of seq2seq_attn/cpu.py stays off in it
 os.environ.setdefault("S2S_CPU_TUNING", "0")
-# the shared corpora beside the repository (CI sets the same); never copied into the repo
-os.environ.setdefault("S2S_DATA_ROOT", str(Path(__file__).resolve().parents[2] / "shared" / "data"))
+# Real corpora only where the user or CI names a folder of them: the tests marked `corpus` read them
+# (S2S_DATA_ROOT=DIR make test). Every other test reads the small generated corpora in the
+# repository (tests/data/make_corpora.py), so a fresh clone with nothing beside it passes.
+CORPUS_ROOT = os.environ.get("S2S_DATA_ROOT")
+FIXTURE_CORPORA = Path(__file__).resolve().parent / "data" / "corpora"
+os.environ["S2S_DATA_ROOT"] = str(FIXTURE_CORPORA)
 torch.set_num_threads(1)
 
 # every valid (flow, attention) pair: each scorer in each attentional flow, plus the baseline
@@ -21,6 +25,25 @@ FLOW_ATTENTION = [(f, a) for f in sorted(DECODERS) if f != "none" for a in sorte
 VARIANTS = [(f, a, True) for f, a in FLOW_ATTENTION] + [("luong", a, False) for a in sorted(SCORERS)]
 CELLS = ["gru", "lstm"]
 V_SRC, V_TRG = 13, 11
+
+
+@pytest.fixture
+def real_corpus(request, monkeypatch):
+    """``real_corpus(name)``: the folder of a full corpus, for tests marked ``corpus`` (and the data root
+    pointed at it); skips, naming the command that gets the corpus, where there is none."""
+    assert request.node.get_closest_marker("corpus"), "mark the test @pytest.mark.corpus"
+
+    def get(name: str) -> Path:
+        folder = Path(CORPUS_ROOT or "") / name
+        if not CORPUS_ROOT or not folder.is_dir():
+            pytest.skip(
+                f"needs the full {name} corpus: run `seq2seq-attn data fetch {name} --root DIR`, "
+                "then S2S_DATA_ROOT=DIR make test"
+            )
+        monkeypatch.setenv("S2S_DATA_ROOT", CORPUS_ROOT)
+        return folder
+
+    return get
 
 
 @pytest.fixture(autouse=True)

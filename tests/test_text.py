@@ -1,10 +1,10 @@
 """Real parallel text: corpora, tokenizers, bad input, downloads, translate and evaluate."""
 
+import contextlib
 import gzip
 import hashlib
 import http.server
 import json
-import os
 import threading
 from pathlib import Path
 
@@ -13,12 +13,12 @@ import pytest
 from seq2seq_attn.cli import main
 from seq2seq_attn.data import ParallelDataModule
 from seq2seq_attn.data.corpora import read_lines
-from seq2seq_attn.data.fetch import SOURCES, fetch
+from seq2seq_attn.data.fetch import SOURCES, Remote, fetch, sha256_of
 from seq2seq_attn.data.tokenizer import TextTokenizer
 from seq2seq_attn.errors import ConfigError
 
-SHARED = Path(os.environ["S2S_DATA_ROOT"])
 ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "data" / "corpora"  # generated text in the real corpora's layout
 
 
 def write(folder, name, lines, raw=None):
@@ -36,20 +36,29 @@ def tiny_corpus(folder, n=40):
     return folder
 
 
-def test_multi30k_slice_from_the_shared_corpus():
+def check_multi30k_slice(folder: Path, min_vocab: int) -> None:
     dm = ParallelDataModule("multi30k", "de", "en", max_train=500, max_eval=30, min_freq=1)
     dm.setup("fit")
     assert len(dm.datasets["train"]) <= 500 and len(dm.datasets["test"]) == 30
-    assert dm.src_vocab.itos[:4] == ["<pad>", "<s>", "</s>", "<unk>"] and dm.src_vocab_size > 500
+    assert dm.src_vocab.itos[:4] == ["<pad>", "<s>", "</s>", "<unk>"] and dm.src_vocab_size > min_vocab
     first = dm.datasets["test"].examples[0]
     assert dm.source_length("test", 0) == len(dm.source_text("test", 0).split())
-    assert dm.reference("test", 0) == read_lines(SHARED / "multi30k" / "test_2016_flickr.en.gz")[0]
+    assert dm.reference("test", 0) == read_lines(folder / "test_2016_flickr.en.gz")[0]
     assert len(first.src) >= dm.source_length("test", 0)  # punctuation is split off
+
+
+def test_multi30k_slice_from_the_data_root():
+    check_multi30k_slice(FIXTURES / "multi30k", min_vocab=30)
+
+
+@pytest.mark.corpus
+def test_multi30k_slice_from_the_full_corpus(real_corpus):
+    check_multi30k_slice(real_corpus("multi30k"), min_vocab=500)
 
 
 @pytest.mark.parametrize("kind", ["word", "bpe"])
 def test_tokenizer_round_trip(kind):
-    lines = read_lines(SHARED / "bible_en_es" / "dev.en.gz")[:300]
+    lines = read_lines(FIXTURES / "bible_en_es" / "train.en.gz")
     tok = TextTokenizer.train(lines, kind, vocab_size=4000, min_freq=1)
     for line in lines[:50]:
         assert tok.detokenize(tok.tokenize(line)) == " ".join(line.split())
@@ -104,33 +113,48 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-@pytest.fixture
-def mirror(tmp_path):
-    """A local HTTP server on 127.0.0.1 serving the shared Multi30k files, one of them corrupted."""
-    served = tmp_path / "served"
-    served.mkdir()
-    for name in SOURCES["multi30k"].sha256:
-        (served / name).write_bytes((SHARED / "multi30k" / name).read_bytes())
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), lambda *a: QuietHandler(*a, directory=str(served)))
+def serve(folder: Path):
+    """A local HTTP server on 127.0.0.1 serving ``folder``; yields its URL."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), lambda *a: QuietHandler(*a, directory=str(folder)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield served, f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
 
 
-def test_fetch_verifies_sha256_and_deletes_a_corrupt_file(mirror, tmp_path, capsys):
-    served, url = mirror
-    fetch("multi30k", str(tmp_path / "root"), url)
-    folder = tmp_path / "root" / "multi30k"
-    for name, digest in SOURCES["multi30k"].sha256.items():
-        assert hashlib.sha256((folder / name).read_bytes()).hexdigest() == digest
-    with gzip.open(served / "val.en.gz", "wb") as handle:
-        handle.write(b"tampered\n")
-    (folder / "val.en.gz").unlink()
-    with pytest.raises(ConfigError, match="failed the sha256 check"):
+def check_fetch(source: Path, remote: Remote, tmp_path: Path, capsys, monkeypatch) -> None:
+    """Download ``remote``'s files as served from a copy of ``source`` (sha256 verified), then once
+    more with one of them tampered with: the corrupt file is deleted and named."""
+    served = tmp_path / "served"
+    served.mkdir()
+    for name in remote.sha256:
+        (served / name).write_bytes((source / name).read_bytes())
+    monkeypatch.setitem(SOURCES, "multi30k", remote)
+    with contextlib.contextmanager(serve)(served) as url:
         fetch("multi30k", str(tmp_path / "root"), url)
+        folder = tmp_path / "root" / "multi30k"
+        for name, digest in remote.sha256.items():
+            assert hashlib.sha256((folder / name).read_bytes()).hexdigest() == digest
+        with gzip.open(served / "val.en.gz", "wb") as handle:
+            handle.write(b"tampered\n")
+        (folder / "val.en.gz").unlink()
+        with pytest.raises(ConfigError, match="failed the sha256 check"):
+            fetch("multi30k", str(tmp_path / "root"), url)
     assert "MISMATCH" in capsys.readouterr().out
     assert not (folder / "val.en.gz").exists() and not (folder / "val.en.gz.part").exists()
+
+
+def test_fetch_verifies_sha256_and_deletes_a_corrupt_file(tmp_path, capsys, monkeypatch):
+    source = FIXTURES / "multi30k"
+    remote = Remote("unused", {p.name: sha256_of(p) for p in sorted(source.glob("*.gz"))})
+    check_fetch(source, remote, tmp_path, capsys, monkeypatch)
+
+
+@pytest.mark.corpus
+def test_fetch_of_the_real_multi30k_files_matches_the_recorded_sums(real_corpus, tmp_path, capsys, monkeypatch):
+    check_fetch(real_corpus("multi30k"), SOURCES["multi30k"], tmp_path, capsys, monkeypatch)
 
 
 # a tiny Multi30k model: the shipped configs with small sizes and data slices
@@ -175,7 +199,7 @@ def test_translate_keeps_line_counts_and_handles_long_lines(trained_checkpoint, 
 
 def test_evaluate_prints_and_writes_buckets(trained_checkpoint, tmp_path, capsys):
     ckpt = str(trained_checkpoint / "checkpoints" / "last.ckpt")
-    src, ref = SHARED / "multi30k" / "val.de.gz", SHARED / "multi30k" / "val.en.gz"
+    src, ref = FIXTURES / "multi30k" / "val.de.gz", FIXTURES / "multi30k" / "val.en.gz"
     short_src, short_ref = tmp_path / "s.de", tmp_path / "r.en"
     short_src.write_text("\n".join(read_lines(src)[:25]) + "\n", encoding="utf-8")
     short_ref.write_text("\n".join(read_lines(ref)[:25]) + "\n", encoding="utf-8")
@@ -210,7 +234,7 @@ def test_evaluate_prints_and_writes_buckets(trained_checkpoint, tmp_path, capsys
 def test_translate_int8_agrees_with_fp32(trained_checkpoint, tmp_path):
     ckpt = str(trained_checkpoint / "checkpoints" / "last.ckpt")
     source = tmp_path / "in.de"
-    source.write_text("\n".join(read_lines(SHARED / "multi30k" / "val.de.gz")[:40]) + "\n", encoding="utf-8")
+    source.write_text("\n".join(read_lines(FIXTURES / "multi30k" / "val.de.gz")[:40]) + "\n", encoding="utf-8")
     outputs = {}
     for name, flags in (("fp32", []), ("int8", ["--int8"])):
         out = tmp_path / f"{name}.en"
