@@ -8,6 +8,7 @@ LightningCLI subcommands (fit, validate, test, predict)::
 and the tools around them::
 
     seq2seq-attn ablate experiments/ablations/toy_reverse.yaml [--out DIR] [--jobs N]
+    seq2seq-attn cell GRID --model.attention dot ...  # one cell of a grid (what a W&B sweep agent runs)
     seq2seq-attn report DIR
     seq2seq-attn resume RUN_DIR            # continue a killed run from its last checkpoint
     seq2seq-attn translate --ckpt RUN.ckpt [--beam K] < source.txt > output.txt

@@ -1,6 +1,9 @@
 """Seq2SeqLitModule: loss, decoding metrics, per-length evaluation, logging.
 
-The only place that unpacks a :class:`~seq2seq_attn.data.collate.Batch`.
+The model parts (``seq2seq_attn/modules``) take tensors; this module, the training
+loss (:mod:`seq2seq_attn.loss`) and the evaluation records
+(:mod:`seq2seq_attn.evaluation`) read them out of a
+:class:`~seq2seq_attn.data.collate.Batch`.
 """
 
 import math

@@ -1,7 +1,7 @@
 """Grid files: base configs plus dotted keys swept over lists of values.
 
     name: toy_reverse
-    configs: [../base.yaml, ../toy/reverse_wide.yaml]   # relative to this file
+    configs: [../base.yaml, ../toy/reverse.yaml]        # relative to this file
     fixed: {trainer.max_epochs: 8}                      # optional overrides for every cell
     grid:
       model.attention: [none, additive, general, dot, concat, scaled_dot]
