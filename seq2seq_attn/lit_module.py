@@ -12,7 +12,6 @@ from typing import Any, Literal, Optional
 
 import pytorch_lightning as pl
 import torch
-import torch.nn.functional as F
 from jsonargparse.typing import NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
 
 from seq2seq_attn.data.collate import Batch
@@ -37,7 +36,7 @@ def init_uniform(model: torch.nn.Module, bound: float) -> None:
             module.weight[module.padding_idx].zero_()
 
 
-# hyperparameters that change the network's shape: a checkpoint must match them
+# hyperparameters that change the network's shape: a checkpoint must match them; the model is built from them
 ARCHITECTURE_KEYS = (
     "src_vocab_size",
     "trg_vocab_size",
@@ -111,22 +110,7 @@ class Seq2SeqLitModule(pl.LightningModule):
         if list(test_buckets) != sorted(set(test_buckets)):
             raise ConfigError(f"test_buckets must be increasing edges, got {list(test_buckets)}")
         self.save_hyperparameters()
-        self.model = build_seq2seq(
-            src_vocab_size,
-            trg_vocab_size,
-            attention,
-            flow,
-            cell,
-            emb_size,
-            hidden_size,
-            dec_hidden_size,
-            num_layers,
-            bidirectional,
-            dropout,
-            input_feed,
-            attn_size,
-            PAD_ID,
-        )
+        self.model = build_seq2seq(**{k: self.hparams[k] for k in ARCHITECTURE_KEYS}, dropout=dropout, pad_id=PAD_ID)
         if param_init > 0:
             init_uniform(self.model, param_init)
         self.src_vocab: Optional[Vocab] = None
@@ -175,16 +159,6 @@ class Seq2SeqLitModule(pl.LightningModule):
             if hasattr(self.trainer.datamodule, "save_tokenizers"):  # also inside every checkpoint
                 self.trainer.datamodule.save_tokenizers(run_dir)
 
-    def _teacher_forced(self, batch: Batch):
-        out = self.model(batch.src, batch.src_lengths, batch.trg_in)  # logits (B, T, V)
-        loss = F.cross_entropy(
-            out.logits.transpose(1, 2),
-            batch.trg_out,
-            ignore_index=PAD_ID,
-            label_smoothing=self.hparams.label_smoothing,
-        )
-        return out, loss
-
     def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
         loss = token_loss(self.model, batch, self.hparams.label_smoothing)
         if not torch.isfinite(loss):
@@ -208,7 +182,7 @@ class Seq2SeqLitModule(pl.LightningModule):
         self._evaluation = Evaluation(self.trg_vocab, self.src_vocab, split, text, examples)
 
     def _evaluate(self, batch: Batch, decode: bool, beam_size: int) -> None:
-        out, _ = self._teacher_forced(batch)
+        out = self.model(batch.src, batch.src_lengths, batch.trg_in)  # teacher-forced logits (B, T, V)
         hyp = self.decode(batch, beam_size) if decode else None
         self._evaluation.add(batch, out.logits, out.weights, hyp)
 

@@ -51,7 +51,7 @@ def test_fused_cross_entropy_takes_bf16_logits_and_returns_a_bf16_gradient():
 
 def test_token_loss_is_the_padded_cross_entropy_over_real_tokens():
     torch.manual_seed(0)
-    model = build_seq2seq(13, 11, "general", "luong", emb_size=8, hidden_size=8)
+    model = build_seq2seq(13, 11, attention="general", flow="luong", emb_size=8, hidden_size=8)
     src = torch.randint(3, 13, (4, 6))
     trg_in, trg_out = torch.randint(3, 11, (4, 6)), torch.randint(3, 11, (4, 6))
     trg_out[1, 4:], trg_out[3, 2:] = PAD_ID, PAD_ID  # padded targets

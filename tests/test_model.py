@@ -187,7 +187,8 @@ def record_flow(flow, input_feed, steps=4):
     """Teacher-force a 1-layer GRU model, recording every query the scorer gets and the decoder
     RNN's inputs and outputs at each step. Returns the model, memory, init state and the records."""
     torch.manual_seed(5)
-    model = build_seq2seq(V_SRC, V_TRG, "general", flow, emb_size=6, hidden_size=4, num_layers=1, input_feed=input_feed)
+    sizes = dict(emb_size=6, hidden_size=4, num_layers=1)
+    model = build_seq2seq(V_SRC, V_TRG, attention="general", flow=flow, input_feed=input_feed, **sizes)
     model.eval()
     queries, rnn_in, rnn_out = [], [], []
 

@@ -67,6 +67,7 @@ class Seq2Seq(nn.Module):
 def build_seq2seq(
     src_vocab_size: int,
     trg_vocab_size: int,
+    *,
     attention: str = "additive",
     flow: str = "bahdanau",
     cell: str = "gru",
