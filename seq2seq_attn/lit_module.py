@@ -19,7 +19,7 @@ from seq2seq_attn.data.vocab import PAD_ID, Vocab
 from seq2seq_attn.errors import ConfigError
 from seq2seq_attn.evaluation import Evaluation, all_gather
 from seq2seq_attn.loss import token_loss
-from seq2seq_attn.metrics import DEFAULT_BUCKETS, format_table, sacrebleu_signature
+from seq2seq_attn.metrics import DEFAULT_BUCKETS, METRICS, format_table, metric_items, sacrebleu_signature
 from seq2seq_attn.modules import build_seq2seq
 from seq2seq_attn.optim import adam
 from seq2seq_attn.results import environment_info, write_json, write_test_results
@@ -196,10 +196,8 @@ class Seq2SeqLitModule(pl.LightningModule):
     def on_validation_epoch_end(self) -> None:
         self._evaluation.merge_ranks()  # every process now holds the whole split: same metrics everywhere
         metrics, _ = self._evaluation.summary(self.hparams.test_buckets)
-        for name in ("loss", "ppl", "token_acc", "exact_match", "bleu", "chrf", "align_acc", "attn_entropy"):
-            if name in metrics:
-                prog_bar = name in ("loss", "exact_match", "bleu")
-                self.log(f"val/{name}", metrics[name], prog_bar=prog_bar, sync_dist=True)
+        for name, value in metric_items(metrics):
+            self.log(f"val/{name}", value, prog_bar=METRICS[name].progress_bar, sync_dist=True)
 
     def on_test_epoch_start(self) -> None:
         self._start_evaluation("test")
@@ -210,9 +208,8 @@ class Seq2SeqLitModule(pl.LightningModule):
     def on_test_epoch_end(self) -> None:
         self._evaluation.merge_ranks()
         overall, buckets = self._evaluation.summary(self.hparams.test_buckets)
-        for name, value in overall.items():
-            if name != "count":
-                self.log(f"test/{name}", value, sync_dist=True)
+        for name, value in metric_items(overall):
+            self.log(f"test/{name}", value, sync_dist=True)
         self.test_results = {"overall": overall, "buckets": buckets}
         folder = self.results_dir()  # on every process: it may ask trainer.log_dir, a collective
         if self.trainer.is_global_zero:
@@ -223,7 +220,7 @@ class Seq2SeqLitModule(pl.LightningModule):
                 meta["sacrebleu"] = sacrebleu_signature()
             path = write_test_results(folder, overall, buckets, meta)
             write_json(folder / "test_attention.json", self._evaluation.sorted_attention_maps())
-            columns = [c for c in ("bleu", "chrf", "exact_match", "token_acc", "loss", "align_acc") if c in overall]
+            columns = [m.name for m in METRICS.values() if m.per_bucket and m.name in overall]
             print(f"\nTest results per source length (written to {path}):")
             print(format_table([{"bucket": "all", **overall}, *buckets], columns))
 

@@ -6,7 +6,7 @@ corpus-level metric is a ratio of sums, never a mean of batch means.
 """
 
 import math
-from typing import Optional, Sequence
+from typing import Iterator, NamedTuple, Optional, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -15,6 +15,45 @@ from torch import Tensor
 Records = dict[str, Tensor]
 
 DEFAULT_BUCKETS = (10, 20, 30, 40, 50, 60)
+
+
+class Metric(NamedTuple):
+    """What every part of the package that logs, prints, plots or ranks a metric needs to know."""
+
+    name: str
+    title: str  # in tables and plot axes
+    lower_is_better: bool = False
+    progress_bar: bool = False  # shown in the progress bar during validation
+    per_bucket: bool = False  # drawn against source length (test table, W&B, report plots)
+
+
+# The one list of metrics, in the order tables show them.
+METRICS: dict[str, Metric] = {
+    m.name: m
+    for m in (
+        Metric("bleu", "BLEU", progress_bar=True, per_bucket=True),
+        Metric("chrf", "chrF", per_bucket=True),
+        Metric("exact_match", "exact match", progress_bar=True, per_bucket=True),
+        Metric("token_acc", "token accuracy", per_bucket=True),
+        Metric("loss", "loss", lower_is_better=True, progress_bar=True, per_bucket=True),
+        Metric("ppl", "perplexity", lower_is_better=True),
+        Metric("align_acc", "alignment accuracy", per_bucket=True),
+        Metric("align_lag1_acc", "alignment accuracy, one step behind"),
+        Metric("attn_entropy", "attention entropy", lower_is_better=True),
+    )
+}
+# the keys of a bucket row that are not metrics: its label, bounds (hi None when open) and size
+BUCKET_KEYS = ("bucket", "lo", "hi", "count")
+
+
+def metric_items(row: dict) -> Iterator[tuple[str, float]]:
+    """The metric values of a summary or bucket row (its label, bounds and count left out)."""
+    return ((k, v) for k, v in row.items() if k not in BUCKET_KEYS)
+
+
+def title(name: str) -> str:
+    """A metric's title, or its name for metrics outside :data:`METRICS`."""
+    return METRICS[name].title if name in METRICS else name
 
 
 def teacher_forced_records(
@@ -100,10 +139,23 @@ def summarize(rec: Records, mask: Optional[Tensor] = None) -> dict[str, float]:
     return out
 
 
-def bucket_labels(edges: Sequence[int]) -> list[str]:
-    """``[10, 20]`` -> ``["1-10", "11-20", "21+"]`` (upper edges inclusive)."""
+class Bucket(NamedTuple):
+    """A source-length bucket: ``lo`` to ``hi`` words or tokens inclusive, ``hi`` None when open."""
+
+    label: str
+    lo: int
+    hi: Optional[int]
+
+
+def buckets(edges: Sequence[int]) -> list[Bucket]:
+    """``[10, 20]`` -> buckets ``1-10``, ``11-20``, ``21+`` (upper edges inclusive)."""
     lows = [1] + [e + 1 for e in edges]
-    return [f"{lo}-{hi}" for lo, hi in zip(lows, edges)] + [f"{lows[-1]}+"]
+    return [Bucket(f"{lo}-{hi}", lo, hi) for lo, hi in zip(lows, edges)] + [Bucket(f"{lows[-1]}+", lows[-1], None)]
+
+
+def bucket_labels(edges: Sequence[int]) -> list[str]:
+    """``[10, 20]`` -> ``["1-10", "11-20", "21+"]``."""
+    return [b.label for b in buckets(edges)]
 
 
 def bucket_index(lengths: Tensor, edges: Sequence[int]) -> Tensor:
@@ -112,13 +164,13 @@ def bucket_index(lengths: Tensor, edges: Sequence[int]) -> Tensor:
 
 
 def summarize_buckets(rec: Records, edges: Sequence[int] = DEFAULT_BUCKETS) -> list[dict]:
-    """One summary per non-empty source-length bucket, with its label and bounds."""
+    """One summary per non-empty source-length bucket, with its label and bounds (``lo``, ``hi``)."""
     index = bucket_index(rec["src_len"], edges)
     rows = []
-    for i, label in enumerate(bucket_labels(edges)):
+    for i, bucket in enumerate(buckets(edges)):
         mask = index == i
         if bool(mask.any()):
-            rows.append({"bucket": label, **summarize(rec, mask)})
+            rows.append({"bucket": bucket.label, "lo": bucket.lo, "hi": bucket.hi, **summarize(rec, mask)})
     return rows
 
 

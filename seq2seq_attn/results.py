@@ -8,6 +8,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Sequence, Union
 
+from seq2seq_attn.metrics import metric_items
+
 PathLike = Union[str, Path]
 
 
@@ -45,12 +47,12 @@ def write_test_results(run_dir: PathLike, overall: dict, buckets: list[dict], me
     run_dir = Path(run_dir)
     write_json(run_dir / "test_results.json", {"meta": meta, "overall": overall, "buckets": buckets})
     long_rows = [
-        {"bucket": row["bucket"], "metric": metric, "value": value, "count": int(row["count"])}
+        {"bucket": row["bucket"], "lo": row.get("lo"), "hi": row.get("hi"), "metric": metric, "value": value,
+         "count": int(row["count"])}
         for row in [{"bucket": "all", **overall}, *buckets]
-        for metric, value in row.items()
-        if metric not in ("bucket", "count")
-    ]
-    write_csv(run_dir / "test_buckets.csv", long_rows, ["bucket", "metric", "value", "count"])
+        for metric, value in metric_items(row)
+    ]  # fmt: skip
+    write_csv(run_dir / "test_buckets.csv", long_rows, ["bucket", "lo", "hi", "metric", "value", "count"])
     return run_dir / "test_results.json"
 
 

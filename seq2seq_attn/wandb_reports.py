@@ -14,22 +14,20 @@ from typing import Any
 import pytorch_lightning as pl
 from pytorch_lightning.loggers import WandbLogger
 
+from seq2seq_attn.metrics import METRICS
 from seq2seq_attn.plots import draw_heatmap
 from seq2seq_attn.results import write_json
 
-PLOTTED = ("exact_match", "bleu", "chrf", "token_acc", "loss", "align_acc")
 
-
-def bucket_upper_edges(labels: list[str]) -> list[int]:
-    """``["1-10", "11-20", "21+"]`` -> ``[10, 20, 30]`` (an open bucket gets the previous width)."""
+def bucket_upper_edges(buckets: list[dict]) -> list[int]:
+    """The x position of each bucket row: its ``hi``; an open bucket (``hi`` None) gets the previous width."""
     edges: list[int] = []
-    for label in labels:
-        if label.endswith("+"):
-            low = int(label[:-1])
-            width = edges[-1] - (edges[-2] if len(edges) > 1 else 0) if edges else low
-            edges.append(low - 1 + width)
+    for row in buckets:
+        if row["hi"] is None:
+            width = edges[-1] - (edges[-2] if len(edges) > 1 else 0) if edges else row["lo"]
+            edges.append(row["lo"] - 1 + width)
         else:
-            edges.append(int(label.split("-")[-1]))
+            edges.append(row["hi"])
     return edges
 
 
@@ -64,8 +62,8 @@ class WandbReports(pl.Callback):
         import wandb
 
         buckets = results["buckets"]
-        metrics = [m for m in PLOTTED if buckets and m in buckets[0]]
-        edges = bucket_upper_edges([b["bucket"] for b in buckets])
+        metrics = [m.name for m in METRICS.values() if m.per_bucket and buckets and m.name in buckets[0]]
+        edges = bucket_upper_edges(buckets)
         rows = [[b["bucket"], edge, int(b["count"]), *(b[m] for m in metrics)] for b, edge in zip(buckets, edges)]
         table = wandb.Table(columns=["bucket", "max_source_length", "count", *metrics], data=rows)
         payload: dict[str, Any] = {"test/buckets": table}

@@ -6,13 +6,16 @@ import pytest
 import torch
 
 from seq2seq_attn.metrics import (
+    METRICS,
     bucket_index,
     bucket_labels,
     concat_records,
     exact_match,
+    metric_items,
     summarize,
     summarize_buckets,
     teacher_forced_records,
+    title,
 )
 
 
@@ -39,5 +42,12 @@ def test_records_and_summaries_are_ratios_of_sums():
     assert overall["align_acc"] == pytest.approx(2 / 3)
     assert math.isclose(overall["attn_entropy"], 3 * math.log(2) / 5, rel_tol=1e-5)
     rows = summarize_buckets(rec, [5])
-    assert [r["bucket"] for r in rows] == ["1-5", "6+"]
+    assert [(r["bucket"], r["lo"], r["hi"]) for r in rows] == [("1-5", 1, 5), ("6+", 6, None)]
     assert rows[0]["exact_match"] == 1.0 and rows[1]["exact_match"] == 0.0
+
+
+def test_metric_items_leave_out_labels_bounds_and_counts():
+    row = {"bucket": "1-5", "lo": 1, "hi": 5, "count": 3.0, "bleu": 20.0, "loss": 1.5}
+    assert dict(metric_items(row)) == {"bleu": 20.0, "loss": 1.5}
+    assert METRICS["loss"].lower_is_better and not METRICS["bleu"].lower_is_better
+    assert title("align_lag1_acc") == "alignment accuracy, one step behind" and title("custom") == "custom"

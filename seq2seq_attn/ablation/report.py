@@ -12,30 +12,11 @@ from typing import Optional
 
 import pandas as pd
 
+from seq2seq_attn.metrics import METRICS, metric_items, title
 from seq2seq_attn.plots import draw_heatmap
 from seq2seq_attn.results import write_atomic, write_csv
 
 FIXED_COLUMNS = ["cell", "bucket", "lo", "hi", "extrapolation", "metric", "value", "count"]
-METRIC_NAMES = {
-    "align_lag1_acc": "alignment accuracy, one step behind",
-    "exact_match": "exact match",
-    "align_acc": "alignment accuracy",
-    "bleu": "BLEU",
-    "attn_entropy": "attention entropy",
-    "token_acc": "token accuracy",
-    "chrf": "chrF",
-}
-
-
-def _bounds(label: str) -> tuple[Optional[int], Optional[int]]:
-    if label == "all":
-        return None, None
-    if label.endswith("+"):
-        return int(label[:-1]), None
-    lo, hi = label.split("-")
-    return int(lo), int(hi)
-
-
 def _column(key: str) -> str:
     """``model.attention`` -> ``attention``; ``model.cell`` -> ``rnn_cell`` (``cell`` names the grid cell)."""
     name = key.split(".")[-1]
@@ -50,11 +31,9 @@ def cell_rows(folder: Path) -> list[dict]:
     train_max = result.get("meta", {}).get("train_max_length")
     rows = []
     for bucket in [{"bucket": "all", **result["overall"]}, *result["buckets"]]:
-        lo, hi = _bounds(bucket["bucket"])
+        lo, hi = bucket.get("lo"), bucket.get("hi")
         extrapolation = bool(train_max is not None and lo is not None and lo > train_max)
-        for metric, value in bucket.items():
-            if metric in ("bucket", "count"):
-                continue
+        for metric, value in metric_items(bucket):
             rows.append(
                 {
                     "cell": folder.name,
@@ -156,7 +135,7 @@ def summary_table(df: pd.DataFrame, metric: str) -> str:
     stats = part.groupby(["model", "bucket"])["value"].agg(["mean", "std", "count"]).reset_index()
     order = bucket_order(part)
     extrap = set(part[part.extrapolation.astype(str).str.lower() == "true"].bucket)
-    lower_is_better = metric in ("loss", "ppl", "attn_entropy")
+    lower_is_better = metric in METRICS and METRICS[metric].lower_is_better
     best = stats.groupby("bucket")["mean"].min() if lower_is_better else stats.groupby("bucket")["mean"].max()
     header = ["model", *[f"{b} †" if b in extrap else b for b in order]]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -203,7 +182,7 @@ def write_summary(out: Path, df: pd.DataFrame, metric: str) -> Path:
     for name in dict.fromkeys([metric, "align_acc", "align_lag1_acc", "attn_entropy", "token_acc"]):
         table = summary_table(df, name)
         if table:
-            parts += ["", f"## {METRIC_NAMES.get(name, name)}", "", table]
+            parts += ["", f"## {title(name)}", "", table]
     failed = failures(out)
     if failed:
         parts += ["", "## Failed cells", "", *failed]
@@ -236,7 +215,7 @@ def plot_degradation(df: pd.DataFrame, metric: str, path: Path) -> Path:
             ax.axvspan(first - 0.5, len(order) - 0.5, color="grey", alpha=0.12, label="beyond training lengths")
         ax.set_xticks(range(len(order)), order, rotation=45)
         ax.set_xlabel("source length (tokens)")
-        ax.set_ylabel(METRIC_NAMES.get(name, name))
+        ax.set_ylabel(title(name))
         ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=7, loc="best")
     fig.suptitle(f"{ablation_name(path.parent)}: quality vs source length")

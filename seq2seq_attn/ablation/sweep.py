@@ -17,19 +17,19 @@ import yaml
 
 from seq2seq_attn.ablation.grid import Cell, Grid
 from seq2seq_attn.errors import ConfigError
+from seq2seq_attn.metrics import METRICS
 from seq2seq_attn.results import write_atomic
-
-LOWER_IS_BETTER = ("loss", "ppl", "attn_entropy")
 
 
 def sweep_config(grid: Grid, out: Path) -> dict[str, Any]:
     """A W&B ``grid`` sweep over the grid's keys whose command runs one cell."""
     metric = grid.metric
+    goal = "minimize" if metric in METRICS and METRICS[metric].lower_is_better else "maximize"
     return {
         "name": grid.name,
         "description": f"seq2seq-attn grid {grid.path}",
         "method": "grid",
-        "metric": {"name": f"test/{metric}", "goal": "minimize" if metric in LOWER_IS_BETTER else "maximize"},
+        "metric": {"name": f"test/{metric}", "goal": goal},
         "parameters": {key: {"values": list(values)} for key, values in grid.grid.items()},
         "command": ["${env}", "seq2seq-attn", "cell", str(grid.path), "--out", str(out), "${args}"],
     }
