@@ -229,16 +229,17 @@ def evaluate_command(argv: list[str]) -> None:
 
 
 def data_command(argv: list[str]) -> None:
-    from seq2seq_attn.data.fetch import SOURCES, fetch
+    from seq2seq_attn.data.fetch import BUILT, SOURCES, fetch
 
     parser = argparse.ArgumentParser(prog="seq2seq-attn data", description="Corpora on disk.")
     sub = parser.add_subparsers(dest="action", required=True)
-    get = sub.add_parser("fetch", help="download a corpus into the data root, verifying sha256 sums")
-    get.add_argument("corpus", choices=sorted(SOURCES))
+    get = sub.add_parser("fetch", help="download a corpus into the data root, verifying sha256 sums (or build it)")
+    get.add_argument("corpus", choices=sorted([*SOURCES, *BUILT]))
     get.add_argument("--root", help="data root (default: $S2S_DATA_ROOT or ~/.cache/seq2seq_attn/data)")
     get.add_argument("--base-url", help="download from this mirror instead")
+    get.add_argument("--modules", help="bible_en_es: folder of SWORD modules (default: /usr/share/sword)")
     args = parser.parse_args(argv)
-    folder = fetch(args.corpus, args.root, args.base_url)
+    folder = fetch(args.corpus, args.root, args.base_url, modules=args.modules)
     print(f"{args.corpus} is in {folder}")
 
 

@@ -20,8 +20,7 @@ class Corpus(NamedTuple):
 
 CORPORA: dict[str, Corpus] = {
     "multi30k": Corpus(("en", "de", "fr"), {"train": "train", "val": "val", "test": "test_2016_flickr"}),
-    # the held-out test split is not distributed here: dev serves as validation and test
-    "bible_en_es": Corpus(("en", "es"), {"train": "train", "val": "dev", "test": "dev"}),
+    "bible_en_es": Corpus(("en", "es"), {"train": "train", "val": "dev", "test": "test"}),
 }
 
 
@@ -42,7 +41,7 @@ def find_file(folder: Path, prefix: str, lang: str) -> Path:
     for name in (f"{prefix}.{lang}", f"{prefix}.{lang}.gz"):
         if (folder / name).is_file():
             return folder / name
-    hint = " (run: seq2seq-attn data fetch multi30k)" if folder.name == "multi30k" else ""
+    hint = f" (run: seq2seq-attn data fetch {folder.name})" if folder.name in ("multi30k", "bible_en_es") else ""
     raise ConfigError(f"missing file {folder / prefix}.{lang}[.gz]: check the split, language and data root{hint}")
 
 

@@ -1,11 +1,13 @@
 """Downloading corpora when online, verified by sha256 before use.
 
     seq2seq-attn data fetch multi30k [--root DIR]
+    seq2seq-attn data fetch bible_en_es [--root DIR] [--modules DIR]
 
 Files come from the public GitHub repository ``multi30k/dataset`` at a fixed
 commit; each is checked against the sha256 recorded for it, and a mismatch
 deletes the file and says so. Nothing is extracted, so no archive can write
-outside the target folder.
+outside the target folder. ``bible_en_es`` is not downloaded but built from
+SWORD Bible modules on this machine (``bible_build.py``).
 """
 
 import hashlib
@@ -18,6 +20,9 @@ from seq2seq_attn.errors import ConfigError
 
 MULTI30K_COMMIT = "a3d2e0d26b56f3846f66a952536ffed4e401d05a"
 MULTI30K_URL = f"https://raw.githubusercontent.com/multi30k/dataset/{MULTI30K_COMMIT}/data/task1/raw"
+
+
+BUILT = ("bible_en_es",)  # corpora built locally rather than downloaded
 
 
 class Remote(NamedTuple):
@@ -51,10 +56,24 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def fetch(corpus: str, root: Optional[str] = None, base_url: Optional[str] = None, timeout: float = 60.0) -> Path:
-    """Download every file of ``corpus`` that is missing or corrupt; returns the corpus folder."""
+def fetch(
+    corpus: str,
+    root: Optional[str] = None,
+    base_url: Optional[str] = None,
+    timeout: float = 60.0,
+    modules: Optional[str] = None,
+) -> Path:
+    """Download every file of ``corpus`` that is missing or corrupt (or build it); returns the corpus folder."""
+    if corpus in BUILT:
+        from seq2seq_attn.data.bible_build import build
+
+        if base_url:
+            raise ConfigError(f"{corpus} is built from SWORD modules, not downloaded: pass --modules, not --base-url")
+        return build(data_root(root) / corpus, modules)
+    if modules:
+        raise ConfigError(f"--modules applies to {list(BUILT)} only; {corpus} is downloaded")
     if corpus not in SOURCES:
-        raise ConfigError(f"no download source for corpus {corpus!r}: choose one of {sorted(SOURCES)}")
+        raise ConfigError(f"no download source for corpus {corpus!r}: choose one of {sorted([*SOURCES, *BUILT])}")
     remote = SOURCES[corpus]
     folder = data_root(root) / corpus
     folder.mkdir(parents=True, exist_ok=True)

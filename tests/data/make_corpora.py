@@ -27,13 +27,17 @@ ADJECTIVES = [
     ("small", "kleine", "petit", "pequeño"), ("happy", "fröhliche", "heureux", "feliz"),
 ]  # fmt: skip
 VERBS = [
-    ("walks", "geht", "marche", "camina"), ("runs", "läuft", "court", "corre"), ("sits", "sitzt", "est assis", "se sienta"),
-    ("sleeps", "schläft", "dort", "duerme"), ("waits", "wartet", "attend", "espera"), ("sings", "singt", "chante", "canta"),
+    ("walks", "geht", "marche", "camina"), ("runs", "läuft", "court", "corre"),
+    ("sits", "sitzt", "est assis", "se sienta"), ("sleeps", "schläft", "dort", "duerme"),
+    ("waits", "wartet", "attend", "espera"), ("sings", "singt", "chante", "canta"),
 ]  # fmt: skip
 PLACES = [
-    ("on the street", "auf der Straße", "dans la rue", "en la calle"), ("in the park", "im Park", "dans le parc", "en el parque"),
-    ("near the water", "am Wasser", "près de l'eau", "cerca del agua"), ("in the city", "in der Stadt", "dans la ville", "en la ciudad"),
-    ("on the mountain", "auf dem Berg", "sur la montagne", "en el monte"), ("by the river", "am Fluss", "au bord du fleuve", "junto al río"),
+    ("on the street", "auf der Straße", "dans la rue", "en la calle"),
+    ("in the park", "im Park", "dans le parc", "en el parque"),
+    ("near the water", "am Wasser", "près de l'eau", "cerca del agua"),
+    ("in the city", "in der Stadt", "dans la ville", "en la ciudad"),
+    ("on the mountain", "auf dem Berg", "sur la montagne", "en el monte"),
+    ("by the river", "am Fluss", "au bord du fleuve", "junto al río"),
 ]  # fmt: skip
 AND = ("and", "und", "et", "y")
 LANGS = {"en": 0, "de": 1, "fr": 2, "es": 3}
