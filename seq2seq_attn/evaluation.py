@@ -156,8 +156,13 @@ class Evaluation:
         rec = concat_records(self.records)
         overall, buckets = summarize(rec), summarize_buckets(rec, edges)
         decoded = [r for r in self.records if "exact" in r]
-        if decoded:
-            overall["exact_match"] = summarize(concat_records(decoded))["exact_match"]
+        if decoded:  # exact match of the decoded examples only, overall and per bucket
+            decoded_rec = concat_records(decoded)
+            overall["exact_match"] = summarize(decoded_rec)["exact_match"]
+            by_label = {row["bucket"]: row for row in summarize_buckets(decoded_rec, edges)}
+            for row in buckets:
+                if row["bucket"] in by_label:
+                    row["exact_match"] = by_label[row["bucket"]]["exact_match"]
         text_overall, text_buckets = self._text_scores(edges)
         overall.update(text_overall)
         for row in buckets:

@@ -7,6 +7,7 @@ loss (:mod:`seq2seq_attn.loss`) and the evaluation records
 """
 
 import math
+import time
 from pathlib import Path
 from typing import Any, Literal, Optional
 
@@ -22,7 +23,7 @@ from seq2seq_attn.loss import token_loss
 from seq2seq_attn.metrics import DEFAULT_BUCKETS, METRICS, format_table, metric_items, sacrebleu_signature
 from seq2seq_attn.modules import build_seq2seq
 from seq2seq_attn.optim import adam
-from seq2seq_attn.results import environment_info, write_json, write_test_results
+from seq2seq_attn.results import append_jsonl, environment_info, write_json, write_test_results
 from seq2seq_attn.search import Hypotheses, SearchSettings, search
 
 
@@ -118,6 +119,7 @@ class Seq2SeqLitModule(pl.LightningModule):
         self._evaluation = Evaluation(None)
         self._predictions: list[tuple[int, str]] = []
         self.tokenizers: Optional[dict[str, str]] = None  # JSON of the text tokenizers, if any
+        self._fit_started: Optional[float] = None
 
     # -- vocabulary travels with the checkpoint ---------------------------------
     def setup(self, stage: str) -> None:
@@ -152,6 +154,7 @@ class Seq2SeqLitModule(pl.LightningModule):
 
     # -- training ---------------------------------------------------------------
     def on_fit_start(self) -> None:
+        self._fit_started = time.monotonic()
         # trainer.log_dir broadcasts from rank 0: every DDP process must ask, not rank 0 alone
         run_dir = Path(self.trainer.log_dir or self.trainer.default_root_dir)
         if self.trainer.is_global_zero:
@@ -195,9 +198,23 @@ class Seq2SeqLitModule(pl.LightningModule):
 
     def on_validation_epoch_end(self) -> None:
         self._evaluation.merge_ranks()  # every process now holds the whole split: same metrics everywhere
-        metrics, _ = self._evaluation.summary(self.hparams.test_buckets)
+        metrics, buckets = self._evaluation.summary(self.hparams.test_buckets)
         for name, value in metric_items(metrics):
             self.log(f"val/{name}", value, prog_bar=METRICS[name].progress_bar, sync_dist=True)
+        headline = next((m for m in ("bleu", "exact_match") if m in metrics), None)
+        for row in buckets if headline else []:  # how quality per length evolves (W&B draws these)
+            if headline in row:
+                self.log(f"val_{headline}_by_length/{row['bucket']}", row[headline], sync_dist=True)
+        if not self.trainer.sanity_checking:
+            self._write_validation_history(metrics, buckets)
+
+    def _write_validation_history(self, overall: dict, buckets: list[dict]) -> None:
+        """One line per validation in ``val_history.jsonl``: step, training seconds, overall and per bucket."""
+        folder = Path(self.trainer.log_dir or self.trainer.default_root_dir)  # a collective: every process asks
+        if self.trainer.is_global_zero:
+            seconds = time.monotonic() - self._fit_started if self._fit_started is not None else None
+            record = {"step": self.global_step, "epoch": self.current_epoch, "seconds": seconds}
+            append_jsonl(folder / "val_history.jsonl", {**record, "overall": overall, "buckets": buckets})
 
     def on_test_epoch_start(self) -> None:
         self._start_evaluation("test")

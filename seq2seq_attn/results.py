@@ -34,6 +34,15 @@ def write_json(path: PathLike, data: Any) -> Path:
     return write_atomic(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
+def append_jsonl(path: PathLike, record: Any) -> Path:
+    """Add one JSON line to ``path`` (a history that grows during a run; a kill loses at most that line)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+    return path
+
+
 def write_csv(path: PathLike, rows: Sequence[dict], columns: Sequence[str]) -> Path:
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=list(columns), extrasaction="ignore")

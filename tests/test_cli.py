@@ -68,6 +68,7 @@ def test_fast_dev_run_each_flow(flow, attention, feed, tmp_path):
 def test_short_training_reaches_exact_match_and_writes_buckets(tmp_path, capsys):
     overrides = [
         *"--trainer.logger false --trainer.enable_progress_bar false --trainer.max_epochs 6".split(),
+        *"--model.scheduler cosine".split(),  # an annealed lr: the constant one's val loss still jumps at epoch 6
         *"--data.init_args.test_size 400 --data.init_args.test_lengths [5,15] --model.test_buckets [8,12]".split(),
         "--trainer.default_root_dir", str(tmp_path),
     ]  # fmt: skip
@@ -77,6 +78,11 @@ def test_short_training_reaches_exact_match_and_writes_buckets(tmp_path, capsys)
 
     run("fit")
     ckpt = str(tmp_path / "checkpoints" / "best.ckpt")
+    history = [json.loads(line) for line in (tmp_path / "val_history.jsonl").read_text().splitlines()]
+    assert [h["epoch"] for h in history] == list(range(6)) and history[-1]["seconds"] > history[0]["seconds"]
+    assert history[-1]["overall"]["exact_match"] > history[0]["overall"]["exact_match"]  # it learned
+    assert all({"lo", "hi", "loss"} <= set(b) for h in history for b in h["buckets"])
+    assert any("exact_match" in b for b in history[-1]["buckets"])  # the decoded examples' buckets
     assert {p.name for p in (tmp_path / "checkpoints").iterdir()} == {"best.ckpt", "last.ckpt"}
     environment = json.loads((tmp_path / "environment.json").read_text())
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True)
@@ -84,7 +90,7 @@ def test_short_training_reaches_exact_match_and_writes_buckets(tmp_path, capsys)
     run("test", "--model.beam_size", "2", "--ckpt_path", ckpt)
     results = json.loads((tmp_path / "test_results.json").read_text())
     assert results["meta"]["beam_size"] == 2  # test-time settings stay the user's
-    assert results["overall"]["exact_match"] >= 0.9, results["overall"]
+    assert results["overall"]["exact_match"] >= 0.95, results["overall"]  # 0.995 on the development machine
     assert [b["bucket"] for b in results["buckets"]] == ["1-8", "9-12", "13+"]
     assert sum(b["count"] for b in results["buckets"]) == 400
     with open(tmp_path / "test_buckets.csv") as handle:
