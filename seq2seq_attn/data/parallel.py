@@ -8,21 +8,30 @@ from jsonargparse.typing import NonNegativeInt, PositiveInt
 
 from seq2seq_attn.data.corpora import CORPORA, corpus_dir, find_file, read_parallel
 from seq2seq_attn.data.datamodule import ExampleDataset, Seq2SeqDataModule
+from seq2seq_attn.data.hf import read_translation
 from seq2seq_attn.data.tokenizer import TextTokenizer, TokenizerKind
 from seq2seq_attn.data.toy import Example
 from seq2seq_attn.data.vocab import Vocab
 from seq2seq_attn.errors import ConfigError
 
+HF_SPLITS = {"train": "train", "val": "validation", "test": "test"}  # our split -> the usual hub split
+
 
 class ParallelDataModule(Seq2SeqDataModule):
-    """Sentence pairs from ``{split}.{lang}[.gz]`` files, tokenised with a tokenizer trained on train.
+    """Sentence pairs from ``{split}.{lang}[.gz]`` files or a Hugging Face dataset; tokenizers trained on train.
 
     Args:
         corpus: a named corpus under the data root (``multi30k``, ``bible_en_es``), or None with ``data_dir``.
         data_dir: a folder of ``{split}.{lang}[.gz]`` files (overrides ``corpus``).
         data_root: where named corpora live; default ``$S2S_DATA_ROOT`` or ``~/.cache/seq2seq_attn/data``.
-        src_lang, trg_lang: language codes, the file suffixes.
-        splits: file prefix per split (train/val/test); defaults to the corpus recipe.
+        hf_dataset: read a Hugging Face dataset instead of files (``corpus``, ``data_dir`` are
+            ignored): a hub id (``wmt/wmt14``), a ``save_to_disk`` folder, or JSON(L) files
+            named ``{split}.json[l]``; rows are ``{"translation": {src_lang: ..., trg_lang: ...}}``.
+            Needs ``pip install 'seq2seq-attn[hf]'``.
+        hf_config: the hub dataset's config, e.g. ``fr-en`` for ``wmt/wmt14``.
+        src_lang, trg_lang: language codes, the file suffixes (the translation keys with ``hf_dataset``).
+        splits: file prefix per split (train/val/test); defaults to the corpus recipe. With
+            ``hf_dataset``: the dataset's split names, default ``train``/``validation``/``test``.
         tokenizer: ``word`` (words and punctuation) or ``bpe``; ``vocab_size`` caps it.
         joint: one tokenizer and vocabulary for both sides (BPE), else one per side.
         max_length: training pairs with a side longer than this many tokens are dropped
@@ -37,6 +46,8 @@ class ParallelDataModule(Seq2SeqDataModule):
         trg_lang: str = "en",
         data_dir: Optional[str] = None,
         data_root: Optional[str] = None,
+        hf_dataset: Optional[str] = None,
+        hf_config: Optional[str] = None,
         splits: Optional[dict[str, str]] = None,
         tokenizer: TokenizerKind = "word",
         vocab_size: PositiveInt = 8000,
@@ -52,8 +63,11 @@ class ParallelDataModule(Seq2SeqDataModule):
         num_workers: NonNegativeInt = 0,
     ) -> None:
         super().__init__(batch_size, max_tokens, seed, num_workers)
-        self.folder = corpus_dir(corpus, data_dir, data_root)
-        if corpus in CORPORA and not data_dir:
+        self.hf_dataset, self.hf_config = hf_dataset, hf_config
+        self.folder = None if hf_dataset else corpus_dir(corpus, data_dir, data_root)
+        if hf_dataset:
+            splits = {**HF_SPLITS, **(splits or {})}
+        elif corpus in CORPORA and not data_dir:
             known = CORPORA[corpus]
             for lang in (src_lang, trg_lang):
                 if lang not in known.languages:
@@ -78,10 +92,12 @@ class ParallelDataModule(Seq2SeqDataModule):
 
     def _read(self, split: str) -> tuple[list[str], list[str]]:
         if split not in self.splits:
-            raise ConfigError(f"no file prefix for split {split!r}: set data.init_args.splits.{split}")
+            raise ConfigError(f"no file prefix or dataset split for {split!r}: set data.init_args.splits.{split}")
         prefix = self.splits[split]
-        src, trg = read_parallel(*(find_file(self.folder, prefix, lang) for lang in self.langs))
         limit = self.max_train if split == "train" else self.max_eval
+        if self.hf_dataset:
+            return read_translation(self.hf_dataset, self.hf_config, prefix, self.langs, limit)
+        src, trg = read_parallel(*(find_file(self.folder, prefix, lang) for lang in self.langs))
         return (src[:limit], trg[:limit]) if limit else (src, trg)
 
     def _train_tokenizers(self, kind, vocab_size, min_freq, joint, lowercase):
