@@ -1,4 +1,5 @@
-"""The ``seq2seq-attn`` command.
+"""The ``seq2seq-attn`` command: the entry point that dispatches to the LightningCLI
+(:mod:`seq2seq_attn.lightning_cli`) or a tool (:mod:`seq2seq_attn.tool_commands`).
 
 LightningCLI subcommands (fit, validate, test, predict)::
 
@@ -24,7 +25,7 @@ import sys
 import warnings
 from typing import Optional
 
-from seq2seq_attn.errors import ConfigError
+from seq2seq_attn.errors import ConfigError, find_config_error
 
 
 def _quiet() -> None:
@@ -36,32 +37,9 @@ def _quiet() -> None:
     warnings.filterwarnings("ignore", message=".*not recommended to provide both args and command line.*")
 
 
-def find_config_error(err: BaseException) -> Optional[ConfigError]:
-    """The :class:`ConfigError` behind ``err`` (jsonargparse wraps ours in its own), if any."""
-    seen = set()
-    while err is not None and id(err) not in seen:
-        if isinstance(err, ConfigError):
-            return err
-        seen.add(id(err))
-        err = err.__cause__ or err.__context__
-    return None
-
-
-def build_cli(args: Optional[list[str]] = None, run: bool = True):
-    """Construct the LightningCLI (``run=False`` only parses and instantiates)."""
-    from seq2seq_attn.cli_lightning import build_cli as build
-    from seq2seq_attn.loggers import finish_wandb
-
-    try:
-        return build(args, run)
-    finally:
-        if run:
-            finish_wandb()
-
-
 def main(argv: Optional[list[str]] = None) -> None:
     from seq2seq_attn import cpu
-    from seq2seq_attn.commands import TOOL_COMMANDS
+    from seq2seq_attn.tool_commands import TOOL_COMMANDS
 
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["--no-cpu-tuning"]:
@@ -81,7 +59,9 @@ def main(argv: Optional[list[str]] = None) -> None:
             print(
                 "tools: " + " | ".join(f"seq2seq-attn {name} ..." for name in TOOL_COMMANDS) + "   (each with --help)\n"
             )
-        build_cli(argv)
+        from seq2seq_attn.lightning_cli import run_cli
+
+        run_cli(argv)
     except Exception as err:
         user_error = find_config_error(err)
         if user_error is None:

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from seq2seq_attn.cli import build_cli, main
+from seq2seq_attn.cli import main
+from seq2seq_attn.lightning_cli import make_cli, run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = str(ROOT / "experiments" / "base.yaml")
@@ -39,7 +40,7 @@ def test_every_experiment_config_instantiates(config, tmp_path):
         from hf_tiny import save_tiny_translation
 
         configs += ["--data.init_args.hf_dataset", save_tiny_translation(tmp_path / "wmt14_tiny")]
-    cli = build_cli([*configs, *quiet(tmp_path)], run=False)
+    cli = make_cli([*configs, *quiet(tmp_path)], run=False)
     assert cli.model.model.decoder.flow == cli.config.model.flow
     assert cli.model.hparams.src_vocab_size == cli.datamodule.src_vocab_size
 
@@ -56,7 +57,7 @@ def test_every_experiment_config_instantiates(config, tmp_path):
 def test_fast_dev_run_each_flow(flow, attention, feed, tmp_path):
     args = [*quiet(tmp_path), "--trainer.fast_dev_run", "2", "--model.cell", "lstm"]
     args += ["--model.flow", flow, "--model.attention", attention, "--model.input_feed", feed]
-    cli = build_cli(["fit", "--config", BASE, "--config", REVERSE, *args])
+    cli = run_cli(["fit", "--config", BASE, "--config", REVERSE, *args])
     model = cli.model.model
     assert cli.trainer.global_step == 2 and torch.isfinite(cli.trainer.callback_metrics["train/loss"])
     scorer = getattr(model.decoder.attention, "scorer", None)
@@ -146,7 +147,7 @@ def test_a_users_plugins_keep_the_safe_checkpoint_io(tmp_path):
     from seq2seq_attn.checkpointing import SafeCheckpointIO
 
     plugins = '[{"class_path": "pytorch_lightning.plugins.precision.DoublePrecision"}]'
-    cli = build_cli(["--config", BASE, *quiet(tmp_path), "--trainer.plugins", plugins], run=False)
+    cli = make_cli(["--config", BASE, *quiet(tmp_path), "--trainer.plugins", plugins], run=False)
     assert isinstance(cli.trainer.strategy.checkpoint_io, SafeCheckpointIO)
     assert isinstance(cli.trainer.strategy.precision_plugin, DoublePrecision)
 

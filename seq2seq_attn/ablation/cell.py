@@ -15,6 +15,7 @@ import traceback
 from pathlib import Path
 
 from seq2seq_attn.checkpointing import LAST, logger_in_folder
+from seq2seq_attn.errors import find_config_error
 from seq2seq_attn.loggers import finish_wandb
 from seq2seq_attn.results import write_json
 
@@ -28,10 +29,10 @@ def logger_args(cell_dir: Path) -> list[str]:
 
 
 def run(cell_dir: Path, args: list[str]) -> dict:
-    from seq2seq_attn.cli import build_cli
+    from seq2seq_attn.lightning_cli import make_cli
 
     overrides = ["--trainer.default_root_dir", str(cell_dir), "--trainer.enable_progress_bar", "false"]
-    cli = build_cli([*args, *overrides, *logger_args(cell_dir)], run=False)
+    cli = make_cli([*args, *overrides, *logger_args(cell_dir)], run=False)
     start = time.time()
     last = cell_dir / "checkpoints" / LAST  # a cell killed earlier continues where it stopped
     cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=last if last.is_file() else None)
@@ -53,8 +54,6 @@ def run_and_record(cell_dir: Path, args: list[str]) -> int:
     try:
         results = run(cell_dir, args)
     except BaseException as err:  # noqa: BLE001 - every failure is recorded, then returned as an exit code
-        from seq2seq_attn.cli import find_config_error
-
         cause = find_config_error(err) or err
         message = f"{type(cause).__name__}: {cause}".splitlines()[0]
         last = cell_dir / "checkpoints" / LAST

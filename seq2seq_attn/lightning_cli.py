@@ -1,7 +1,9 @@
-"""The LightningCLI of ``seq2seq-attn`` (fit, validate, test, predict).
+"""The LightningCLI of ``seq2seq-attn`` (fit, validate, test, predict): config parsing,
+one-line config errors, the checkpoint's architecture winning over the configs, W&B.
 
 Module-level classes, so that DDP's spawned processes can pickle what refers to them;
-imported lazily by :mod:`seq2seq_attn.cli`, which stays fast for the tool commands.
+imported lazily by the entry point (:mod:`seq2seq_attn.cli`), which stays fast for the
+tool commands (:mod:`seq2seq_attn.tool_commands`).
 """
 
 import difflib
@@ -17,7 +19,7 @@ from seq2seq_attn.checkpointing import LastCheckpoint, RNGState, read_checkpoint
 from seq2seq_attn.data.datamodule import Seq2SeqDataModule, check_distributed_sampling
 from seq2seq_attn.errors import ConfigError
 from seq2seq_attn.lit_module import ARCHITECTURE_KEYS, Seq2SeqLitModule
-from seq2seq_attn.loggers import WandbConfig, make_wandb_logger
+from seq2seq_attn.loggers import WandbConfig, finish_wandb, make_wandb_logger
 from seq2seq_attn.wandb_reports import WandbReports
 
 
@@ -135,7 +137,7 @@ class Seq2SeqCLI(LightningCLI):
             )
 
 
-def build_cli(args: Optional[list[str]] = None, run: bool = True) -> LightningCLI:
+def make_cli(args: Optional[list[str]] = None, run: bool = True) -> LightningCLI:
     """Construct the LightningCLI (``run=False`` only parses and instantiates)."""
     checkpoints = ModelCheckpoint(monitor="val/loss", mode="min", filename="best", enable_version_counter=False)
     return Seq2SeqCLI(
@@ -152,3 +154,12 @@ def build_cli(args: Optional[list[str]] = None, run: bool = True) -> LightningCL
         },
         save_config_kwargs={"overwrite": True},
     )
+
+
+def run_cli(args: Optional[list[str]] = None, run: bool = True) -> LightningCLI:
+    """:func:`make_cli`, then close the W&B run a ``run=True`` command opened."""
+    try:
+        return make_cli(args, run)
+    finally:
+        if run:
+            finish_wandb()

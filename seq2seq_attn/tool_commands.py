@@ -1,4 +1,4 @@
-"""The commands beside LightningCLI's: ablate, cell, report, resume, translate, evaluate, data fetch."""
+"""The tool commands beside LightningCLI's: ablate, cell, report, resume, translate, evaluate, data fetch."""
 
 import argparse
 import sys
@@ -58,7 +58,7 @@ def cell_command(argv: list[str]) -> None:
 
 def resume_command(argv: list[str]) -> None:
     from seq2seq_attn.checkpointing import resume_args
-    from seq2seq_attn.cli import build_cli
+    from seq2seq_attn.lightning_cli import run_cli
 
     if not argv or argv[0] in ("-h", "--help"):
         print(
@@ -67,7 +67,7 @@ def resume_command(argv: list[str]) -> None:
             "config.yaml, writing into the same folder. Overrides such as --trainer.max_epochs 20 extend it."
         )
         return
-    build_cli(resume_args(argv[0]) + argv[1:])
+    run_cli(resume_args(argv[0]) + argv[1:])
 
 
 def report_command(argv: list[str]) -> None:
