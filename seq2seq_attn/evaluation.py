@@ -4,13 +4,14 @@ Plain PyTorch and Python (no Lightning): :class:`Seq2SeqLitModule` feeds it one
 batch at a time and asks for the summary at the end of the epoch.
 """
 
-from typing import Any, Optional, Protocol, Sequence
+from typing import Any, Optional, Sequence
 
 import torch
 import torch.distributed as dist
 from torch import Tensor
 
 from seq2seq_attn.data.collate import Batch
+from seq2seq_attn.data.datamodule import TextSource
 from seq2seq_attn.data.vocab import PAD_ID, Vocab
 from seq2seq_attn.metrics import (
     Records,
@@ -32,16 +33,6 @@ def all_gather(obj: Any) -> list:
     gathered: list = [None] * dist.get_world_size()
     dist.all_gather_object(gathered, obj)
     return gathered
-
-
-class TextSource(Protocol):
-    """What a data module of real text offers for evaluation (see ParallelDataModule)."""
-
-    def reference(self, split: str, index: int) -> str: ...
-
-    def source_length(self, split: str, index: int) -> int: ...
-
-    def detokenize(self, tokens: list[str]) -> str: ...
 
 
 class Evaluation:

@@ -16,6 +16,7 @@ import torch
 from jsonargparse.typing import NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
 
 from seq2seq_attn.data.collate import Batch
+from seq2seq_attn.data.datamodule import Seq2SeqDataModule
 from seq2seq_attn.data.vocab import PAD_ID, Vocab
 from seq2seq_attn.errors import ConfigError
 from seq2seq_attn.evaluation import Evaluation, all_gather
@@ -122,11 +123,15 @@ class Seq2SeqLitModule(pl.LightningModule):
         self._fit_started: Optional[float] = None
 
     # -- vocabulary travels with the checkpoint ---------------------------------
-    def setup(self, stage: str) -> None:
+    def datamodule(self) -> Optional[Seq2SeqDataModule]:
+        """The trainer's data module when it is one of this package's (else None: plain dataloaders)."""
         datamodule = getattr(self.trainer, "datamodule", None)
-        if datamodule is not None and hasattr(datamodule, "src_vocab"):
+        return datamodule if isinstance(datamodule, Seq2SeqDataModule) else None
+
+    def setup(self, stage: str) -> None:
+        datamodule = self.datamodule()
+        if datamodule is not None:
             self.src_vocab, self.trg_vocab = datamodule.src_vocab, datamodule.trg_vocab
-        if datamodule is not None and hasattr(datamodule, "tokenizer_json"):
             self.tokenizers = datamodule.tokenizer_json()
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
@@ -159,8 +164,8 @@ class Seq2SeqLitModule(pl.LightningModule):
         run_dir = Path(self.trainer.log_dir or self.trainer.default_root_dir)
         if self.trainer.is_global_zero:
             write_json(run_dir / "environment.json", environment_info())
-            if hasattr(self.trainer.datamodule, "save_tokenizers"):  # also inside every checkpoint
-                self.trainer.datamodule.save_tokenizers(run_dir)
+            if self.datamodule() is not None:  # the tokenizers are inside every checkpoint too
+                self.datamodule().save_tokenizers(run_dir)
 
     def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
         loss = token_loss(self.model, batch, self.hparams.label_smoothing)
@@ -179,8 +184,7 @@ class Seq2SeqLitModule(pl.LightningModule):
 
     # -- validation and test: overall and per source-length bucket ------------------
     def _start_evaluation(self, split: str) -> None:
-        datamodule = getattr(self.trainer, "datamodule", None)
-        text = datamodule if hasattr(datamodule, "reference") else None
+        text = self.datamodule().text_source() if self.datamodule() is not None else None
         examples = self.hparams.attention_examples
         self._evaluation = Evaluation(self.trg_vocab, self.src_vocab, split, text, examples)
 
@@ -232,14 +236,18 @@ class Seq2SeqLitModule(pl.LightningModule):
         if self.trainer.is_global_zero:
             meta = {k: self.hparams[k] for k in ARCHITECTURE_KEYS if k in self.hparams}
             meta.update(beam_size=self.hparams.beam_size, alpha=self.hparams.alpha)
-            meta["train_max_length"] = getattr(self.trainer.datamodule, "train_max_length", None)
+            meta["train_max_length"] = self.datamodule().train_max_length if self.datamodule() else None
             if "bleu" in overall:
                 meta["sacrebleu"] = sacrebleu_signature()
             path = write_test_results(folder, overall, buckets, meta)
-            write_json(folder / "test_attention.json", self._evaluation.sorted_attention_maps())
+            write_json(folder / "test_attention.json", self.attention_maps())
             columns = [m.name for m in METRICS.values() if m.per_bucket and m.name in overall]
             print(f"\nTest results per source length (written to {path}):")
             print(format_table([{"bucket": "all", **overall}, *buckets], columns))
+
+    def attention_maps(self) -> list[dict]:
+        """The attention maps kept by the last validation or test pass (see :class:`Evaluation`)."""
+        return self._evaluation.sorted_attention_maps()
 
     def results_dir(self) -> Path:
         """The run folder of the checkpoint being evaluated, else this run's log folder."""
@@ -254,7 +262,11 @@ class Seq2SeqLitModule(pl.LightningModule):
 
     def predict_step(self, batch: Batch, batch_idx: int) -> list[str]:
         hyp = self.decode(batch, self.hparams.beam_size).to_lists()
-        lines = [" ".join(self.trg_vocab.decode(h)) if self.trg_vocab else " ".join(map(str, h)) for h in hyp]
+        if self.trg_vocab is None:  # no vocabulary: the ids themselves
+            lines = [" ".join(map(str, h)) for h in hyp]
+        else:  # as text: a subword model's pieces joined back into words
+            detokenize = self.datamodule().detokenize if self.datamodule() else " ".join
+            lines = [detokenize(self.trg_vocab.decode(h)) for h in hyp]
         self._predictions.extend(zip(batch.index.tolist(), lines))
         return lines
 

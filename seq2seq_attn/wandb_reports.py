@@ -14,6 +14,7 @@ from typing import Any
 import pytorch_lightning as pl
 from pytorch_lightning.loggers import WandbLogger
 
+from seq2seq_attn.data.datamodule import Seq2SeqDataModule
 from seq2seq_attn.metrics import METRICS
 from seq2seq_attn.plots import draw_heatmap
 from seq2seq_attn.results import write_json
@@ -51,7 +52,7 @@ class WandbReports(pl.Callback):
         runs = self._runs(trainer)
         if not runs or trainer.sanity_checking:
             return
-        maps = pl_module._evaluation.sorted_attention_maps()
+        maps = pl_module.attention_maps()
         self._log(runs, trainer, "val", maps)
 
     def on_test_end(self, trainer, pl_module) -> None:
@@ -74,7 +75,7 @@ class WandbReports(pl.Callback):
         for run in runs:
             run.log(payload)
             run.summary.update({f"test/{k}": v for k, v in results["overall"].items()})
-        self._log(runs, trainer, "test", pl_module._evaluation.sorted_attention_maps())
+        self._log(runs, trainer, "test", pl_module.attention_maps())
 
     def _log(self, runs: list, trainer: "pl.Trainer", split: str, maps: list[dict]) -> None:
         import wandb
@@ -84,7 +85,8 @@ class WandbReports(pl.Callback):
         if images:
             payload[f"{split}/attention"] = images
         samples = [m for m in maps if "output" in m][: self.samples]
-        detokenize = getattr(trainer.datamodule, "detokenize", None) or _text  # real text: as a reader sees it
+        datamodule = trainer.datamodule
+        detokenize = datamodule.detokenize if isinstance(datamodule, Seq2SeqDataModule) else _text  # as read
         if samples:
             payload[f"{split}/samples"] = wandb.Table(
                 columns=["index", "source", "reference", "hypothesis"],

@@ -243,3 +243,12 @@ def test_translate_int8_agrees_with_fp32(trained_checkpoint, tmp_path):
     assert len(outputs["int8"]) == len(outputs["fp32"]) == 40
     same = sum(a == b for a, b in zip(outputs["int8"], outputs["fp32"]))
     assert same >= 30  # int8 rounding flips a few near-ties, not the translations
+
+
+def test_predict_writes_detokenised_text(trained_checkpoint):
+    """Predictions are text as a reader sees it: the tokenizer's word markers (▁) joined back, not printed."""
+    ckpt = trained_checkpoint / "checkpoints" / "last.ckpt"
+    main(["predict", *M30K, "--trainer.default_root_dir", str(trained_checkpoint), "--ckpt_path", str(ckpt)])
+    lines = (trained_checkpoint / "predictions.txt").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 40 and any(lines)
+    assert not any("▁" in line for line in lines), lines[:3]

@@ -1,6 +1,7 @@
 """LightningDataModules: the shared batching logic and the toy tasks."""
 
-from typing import Literal, Optional
+from pathlib import Path
+from typing import Literal, Optional, Protocol
 
 import pytorch_lightning as pl
 import torch
@@ -44,6 +45,16 @@ def check_distributed_sampling(trainer: Optional["pl.Trainer"]) -> None:
         )
 
 
+class TextSource(Protocol):
+    """What a data module of real text offers for evaluation (see ParallelDataModule)."""
+
+    def reference(self, split: str, index: int) -> str: ...
+
+    def source_length(self, split: str, index: int) -> int: ...
+
+    def detokenize(self, tokens: list[str]) -> str: ...
+
+
 class Seq2SeqDataModule(pl.LightningDataModule):
     """Shared part: vocabularies and length-bucketed loaders.
 
@@ -70,6 +81,26 @@ class Seq2SeqDataModule(pl.LightningDataModule):
     @property
     def src_vocab_size(self) -> int:
         return len(self.src_vocab)
+
+    @property
+    def train_max_length(self) -> Optional[int]:
+        """The longest training source in buckets' units, where beyond it means extrapolation; None if unknown."""
+        return None
+
+    def text_source(self) -> Optional["TextSource"]:
+        """Real text for evaluation (raw references, source lengths in words); None for token tasks."""
+        return None
+
+    def detokenize(self, tokens: list[str]) -> str:
+        """Output tokens as text (a subword model's markers removed by the subclasses that have them)."""
+        return " ".join(tokens)
+
+    def tokenizer_json(self) -> Optional[dict[str, str]]:
+        """The text tokenizers as JSON, stored in every checkpoint; None for token tasks."""
+        return None
+
+    def save_tokenizers(self, folder: Path) -> None:
+        """Write the text tokenizers into a run folder; token tasks have none."""
 
     @property
     def trg_vocab_size(self) -> int:

@@ -138,6 +138,9 @@ class ParallelDataModule(Seq2SeqDataModule):
             self.datasets[split] = ExampleDataset(examples)
 
     # -- for evaluation: raw references, detokenisation, source length in words --------
+    def text_source(self) -> "ParallelDataModule":
+        return self
+
     def reference(self, split: str, index: int) -> str:
         return self.text[split][1][index]
 
