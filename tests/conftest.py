@@ -5,8 +5,7 @@ from pathlib import Path
 
 import pytest
 import torch
-
-from seq2seq_attn.modules import DECODERS, SCORERS, build_seq2seq
+from helpers import V_SRC
 
 os.environ.setdefault("WANDB_MODE", "disabled")
 # the test process is a library user's: the CPU tuning of seq2seq_attn/cpu.py stays off in it
@@ -18,14 +17,6 @@ CORPUS_ROOT = os.environ.get("S2S_DATA_ROOT")
 FIXTURE_CORPORA = Path(__file__).resolve().parent / "data" / "corpora"
 os.environ["S2S_DATA_ROOT"] = str(FIXTURE_CORPORA)
 torch.set_num_threads(1)
-
-# every valid (flow, attention) pair: each scorer in each attentional flow, plus the baseline
-FLOW_ATTENTION = [(f, a) for f in sorted(DECODERS) if f != "none" for a in sorted(SCORERS)] + [("none", "none")]
-# the same, with luong also without input feeding: (flow, attention, input_feed)
-VARIANTS = [(f, a, True) for f, a in FLOW_ATTENTION] + [("luong", a, False) for a in sorted(SCORERS)]
-CELLS = ["gru", "lstm"]
-V_SRC, V_TRG = 13, 11
-
 
 @pytest.fixture
 def real_corpus(request, monkeypatch):
@@ -58,18 +49,3 @@ def src_batch():
     src = torch.randint(4, V_SRC, (3, 5))
     src[torch.arange(5).unsqueeze(0) >= lengths.unsqueeze(1)] = 0
     return src, lengths
-
-
-def tiny_model(flow, attention, cell, input_feed=True, layers=2, dtype=torch.float32):
-    model = build_seq2seq(
-        V_SRC,
-        V_TRG,
-        attention=attention,
-        flow=flow,
-        cell=cell,
-        emb_size=6,
-        hidden_size=4,
-        num_layers=layers,
-        input_feed=input_feed,
-    )
-    return model.to(dtype).eval()

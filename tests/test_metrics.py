@@ -51,3 +51,21 @@ def test_metric_items_leave_out_labels_bounds_and_counts():
     assert dict(metric_items(row)) == {"bleu": 20.0, "loss": 1.5}
     assert METRICS["loss"].lower_is_better and not METRICS["bleu"].lower_is_better
     assert title("align_lag1_acc") == "alignment accuracy, one step behind" and title("custom") == "custom"
+
+
+def test_alignment_accuracy_rewards_gold_attention():
+    gold = torch.tensor([[3, 2, 1, 0, -1]])  # reverse of 4 tokens, then EOS
+    trg_out = torch.tensor([[5, 6, 7, 8, 2]])
+    logits = torch.zeros(1, 5, 10)
+    hit = torch.zeros(1, 5, 4)
+    hit[0, torch.arange(4), gold[0, :4]] = 1.0
+    hit[0, 4] = 0.25
+    shuffled = hit[:, :, torch.tensor([1, 0, 3, 2])]
+    lengths = torch.tensor([4])
+    perfect = summarize(teacher_forced_records(logits, trg_out, lengths, 0, hit, gold))
+    wrong = summarize(teacher_forced_records(logits, trg_out, lengths, 0, shuffled, gold))
+    assert perfect["align_acc"] == 1.0 and wrong["align_acc"] < 1.0
+    lagging = hit.roll(1, dims=1)  # step t looks where step t-1 should have looked
+    lagged = summarize(teacher_forced_records(logits, trg_out, lengths, 0, lagging, gold))
+    assert lagged["align_lag1_acc"] == 1.0 and lagged["align_acc"] < 0.5 and perfect["align_lag1_acc"] < 0.5
+    assert perfect["attn_entropy"] == pytest.approx(torch.log(torch.tensor(4.0)).item() / 5, rel=1e-5)

@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from conftest import CELLS, V_SRC, V_TRG, VARIANTS, tiny_model
+from helpers import CELLS, V_SRC, V_TRG, VARIANTS, tiny_model
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from seq2seq_attn.errors import ConfigError

@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from conftest import VARIANTS
+from helpers import VARIANTS
 
 from seq2seq_attn.data.collate import collate
 from seq2seq_attn.data.toy import make_examples, toy_vocab

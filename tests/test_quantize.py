@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from conftest import CELLS, V_TRG, VARIANTS, tiny_model
+from helpers import CELLS, V_TRG, VARIANTS, tiny_model
 from torch import nn
 
 from seq2seq_attn.errors import ConfigError

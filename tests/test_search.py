@@ -4,7 +4,7 @@ import math
 
 import pytest
 import torch
-from conftest import CELLS, V_SRC, VARIANTS, tiny_model
+from helpers import CELLS, V_SRC, VARIANTS, tiny_model
 from scripted_model import EOS, ScriptedModel, exhaustive_best, random_table, score
 
 from seq2seq_attn import search as search_module

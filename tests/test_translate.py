@@ -1,0 +1,110 @@
+"""A tiny Multi30k model through the CLI: test with BLEU per bucket, translate, evaluate, predict, int8."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from seq2seq_attn.cli import main
+from seq2seq_attn.data.corpora import read_lines
+from seq2seq_attn.data.tokenizer import TextTokenizer
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "data" / "corpora"
+
+
+# a tiny Multi30k model: the shipped configs with small sizes and data slices
+M30K = [
+    "--config", str(ROOT / "experiments" / "base.yaml"),
+    "--config", str(ROOT / "experiments" / "multi30k_de_en" / "base.yaml"),
+    *"--trainer.logger false --trainer.enable_progress_bar false --model.emb_size 16 --model.hidden_size 16".split(),
+    *"--model.dec_hidden_size 32 --data.init_args.max_train 600 --data.init_args.max_eval 40".split(),
+    *"--model.beam_size 2".split(),
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def trained_checkpoint(tmp_path_factory):
+    """A tiny Multi30k model trained for a few steps through the CLI."""
+    out = tmp_path_factory.mktemp("m30k")
+    main(["fit", *M30K, "--trainer.default_root_dir", str(out), "--trainer.max_steps", "30",
+          "--model.val_decode_limit", "16"])  # fmt: skip
+    return out
+
+
+def test_fit_and_test_report_bleu_per_bucket(trained_checkpoint, capsys):
+    ckpt = trained_checkpoint / "checkpoints" / "last.ckpt"
+    main(["test", *M30K, "--trainer.default_root_dir", str(trained_checkpoint), "--ckpt_path", str(ckpt)])
+    saved = TextTokenizer.from_json((trained_checkpoint / "tokenizer.src.json").read_text(encoding="utf-8"))
+    assert saved.tokenize("ein Mann.") == ["▁ein", "▁Mann", "."]
+    results = json.loads((trained_checkpoint / "test_results.json").read_text())
+    assert {"bleu", "chrf"} <= set(results["overall"]) and "BLEU" in results["meta"]["sacrebleu"]
+    assert all("bleu" in b for b in results["buckets"])
+    assert sum(b["count"] for b in results["buckets"]) == 40
+
+
+def test_translate_keeps_line_counts_and_handles_long_lines(trained_checkpoint, tmp_path, capsys, monkeypatch):
+    ckpt = str(trained_checkpoint / "checkpoints" / "last.ckpt")
+    source = tmp_path / "in.de"
+    source.write_text("ein mann geht .\n\n" + "sehr " * 600 + "lang .\nzwei hunde .\n", encoding="utf-8")
+    main(["translate", "--ckpt", ckpt, "--beam", "2", "--input", str(source), "--output", str(tmp_path / "out")])
+    lines = (tmp_path / "out").read_text(encoding="utf-8").split("\n")
+    assert len(lines) == 5 and lines[-1] == "" and lines[1] == ""
+    assert "were cut to that length" in capsys.readouterr().err
+
+
+def test_evaluate_prints_and_writes_buckets(trained_checkpoint, tmp_path, capsys):
+    ckpt = str(trained_checkpoint / "checkpoints" / "last.ckpt")
+    src, ref = FIXTURES / "multi30k" / "val.de.gz", FIXTURES / "multi30k" / "val.en.gz"
+    short_src, short_ref = tmp_path / "s.de", tmp_path / "r.en"
+    short_src.write_text("\n".join(read_lines(src)[:25]) + "\n", encoding="utf-8")
+    short_ref.write_text("\n".join(read_lines(ref)[:25]) + "\n", encoding="utf-8")
+    main(
+        [
+            "evaluate",
+            "--ckpt",
+            ckpt,
+            "--src",
+            str(short_src),
+            "--ref",
+            str(short_ref),
+            "--beam",
+            "1",
+            "--buckets",
+            "8,12",
+            "--out",
+            str(tmp_path / "r.json"),
+        ]
+    )
+    printed = capsys.readouterr().out
+    assert "BLEU" in printed and "nrefs:1" in printed
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert [b["bucket"] for b in result["buckets"]][0] == "1-8"
+    assert sum(b["count"] for b in result["buckets"]) == 25
+    short_ref.write_text("one line\n", encoding="utf-8")
+    with pytest.raises(SystemExit):
+        main(["evaluate", "--ckpt", ckpt, "--src", str(short_src), "--ref", str(short_ref)])
+    assert "must be line-parallel" in capsys.readouterr().err
+
+
+def test_translate_int8_agrees_with_fp32(trained_checkpoint, tmp_path):
+    ckpt = str(trained_checkpoint / "checkpoints" / "last.ckpt")
+    source = tmp_path / "in.de"
+    source.write_text("\n".join(read_lines(FIXTURES / "multi30k" / "val.de.gz")[:40]) + "\n", encoding="utf-8")
+    outputs = {}
+    for name, flags in (("fp32", []), ("int8", ["--int8"])):
+        out = tmp_path / f"{name}.en"
+        main(["translate", "--ckpt", ckpt, "--beam", "2", "--input", str(source), "--output", str(out), *flags])
+        outputs[name] = out.read_text(encoding="utf-8").splitlines()
+    assert len(outputs["int8"]) == len(outputs["fp32"]) == 40
+    same = sum(a == b for a, b in zip(outputs["int8"], outputs["fp32"]))
+    assert same >= 30  # int8 rounding flips a few near-ties, not the translations
+
+
+def test_predict_writes_detokenised_text(trained_checkpoint):
+    """Predictions are text as a reader sees it: the tokenizer's word markers (▁) joined back, not printed."""
+    ckpt = trained_checkpoint / "checkpoints" / "last.ckpt"
+    main(["predict", *M30K, "--trainer.default_root_dir", str(trained_checkpoint), "--ckpt_path", str(ckpt)])
+    lines = (trained_checkpoint / "predictions.txt").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 40 and any(lines)
+    assert not any("▁" in line for line in lines), lines[:3]
