@@ -28,7 +28,7 @@ bench: setup
 	$(PY) benchmarks/step_speed.py
 
 bench-peers: setup  ## ours vs Joey NMT and OpenNMT-py on the shared Multi30k model (about 25 min, quiet machine)
-	PY=$(PY) bash benchmarks/compare_peers.sh
+	PY=$(PY) bash benchmarks/peers/compare_peers.sh
 
 clean:
 	rm -rf runs .pytest_cache .ruff_cache

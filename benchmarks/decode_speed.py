@@ -7,7 +7,7 @@ then times decoding alone (OpenNMT-py's "Generation took ... sec": no model load
 tokenisation, no file writing), greedy and beam 5, 64 sentences per batch (``--batch-size``),
 with the peer harness's settings: no length penalty (alpha 0, OpenNMT-py's default) and at most 100
 output tokens (``-max_length 100``). Writes each output to DIR/beam{K}.txt, so BLEU is
-scored on exactly the text that was timed (benchmarks/harness_bleu.py). ``--alpha A`` decodes
+scored on exactly the text that was timed (benchmarks/peers/harness_bleu.py). ``--alpha A`` decodes
 with the length penalty of Wu et al. (2016) instead, into DIR/beam{K}_alpha{A}.txt; ``--int8``
 decodes with int8 weights (seq2seq_attn/quantize.py), into DIR/beam{K}_int8.txt, and also
 times the output layer's product at the decoder's shapes in fp32 and int8 in the same run.
@@ -20,9 +20,9 @@ import time
 from pathlib import Path
 
 import torch
-from throughput import flop_rate
 
 from seq2seq_attn.cpu import configure
+from seq2seq_attn.profiling import flop_rate
 
 
 def linear_rate(layer: torch.nn.Module, rows: int, seconds: float = 1.0) -> float:

@@ -15,12 +15,12 @@ import os
 import time
 
 import torch
-from reference import reference_model, reference_optimizer
 
 from seq2seq_attn.cpu import configure
 from seq2seq_attn.data.collate import Batch
 from seq2seq_attn.loss import token_loss
 from seq2seq_attn.modules import SCORERS
+from seq2seq_attn.profiling import reference_model, reference_optimizer
 from seq2seq_attn.search import SearchSettings, beam_search, greedy_search
 
 B, S, T, V = 64, 30, 30, 8000

@@ -29,6 +29,8 @@ from pathlib import Path
 
 import torch
 
+from seq2seq_attn.profiling import gemm_rate
+
 # (flow, scorer, input feeding); "peers": the models the peer comparison needs
 PEERS = [("luong", "general", True), ("luong", "additive", True), ("luong", "general", False)]
 QUICK = [("bahdanau", "additive", True), *PEERS]
@@ -46,23 +48,6 @@ VARIANTS = {
 }
 
 
-def flop_rate(run, flops: float, seconds: float = 1.5) -> float:
-    """GFLOP/s of calling ``run()`` (``flops`` each) repeatedly for ``seconds``, after 3 warm-up calls."""
-    for _ in range(3):
-        run()
-    runs, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        run()
-        runs += 1
-    return flops * runs / (time.perf_counter() - start) / 1e9
-
-
-def gemm_rate(dtype: torch.dtype, m: int, k: int, n: int, seconds: float = 1.5) -> float:
-    """GFLOP/s of an (m x k) @ (k x n) matmul in ``dtype`` on this machine, now."""
-    a, b = torch.randn(m, k).to(dtype), torch.randn(k, n).to(dtype)
-    return flop_rate(lambda: a @ b, 2 * m * k * n, seconds)
-
-
 def harness_mean_target_length(data_root: Path) -> float:
     """Mean target length of train.en as the peer harness counts it (lowercase regex tokens + EOS)."""
     import gzip
@@ -74,13 +59,13 @@ def harness_mean_target_length(data_root: Path) -> float:
 
 
 def worker(flow: str, attention: str, feed: bool, precision: str, steps: int, warmup: int, decode: bool) -> dict:
-    from reference import reference_model, reference_optimizer
     from torch.utils.flop_counter import FlopCounterMode
 
     from seq2seq_attn.cpu import configure
     from seq2seq_attn.data.parallel import ParallelDataModule
     from seq2seq_attn.data.vocab import PAD_ID
     from seq2seq_attn.loss import token_loss
+    from seq2seq_attn.profiling import reference_model, reference_optimizer
     from seq2seq_attn.search import SearchSettings, search
 
     configure()  # what the seq2seq-attn command and the Lightning module do

@@ -1,11 +1,11 @@
-"""benchmarks/peer_ratios.py divides speeds only when both sides ran under one OpenMP wait policy."""
+"""benchmarks/peers/peer_ratios.py divides speeds only when both sides ran under one OpenMP wait policy."""
 
 import json
 import subprocess
 import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "peer_ratios.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "peers" / "peer_ratios.py"
 
 
 def write(path: Path, record: dict) -> None:

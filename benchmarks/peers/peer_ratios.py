@@ -1,6 +1,6 @@
 """The issue-7 ratios from one compare_peers.sh run: ours / the fastest peer, target by target.
 
-python benchmarks/peer_ratios.py PEERS_WORK
+python benchmarks/peers/peer_ratios.py PEERS_WORK
 
 A speed is divided only by one measured under the same OpenMP wait policy (recorded with
 each result; the harness's own runs, which record none, used PASSIVE).

@@ -1,6 +1,6 @@
 """BLEU the peer harness's way: lowercase, ``\\w+|[^\\w\\s]`` tokens on both sides, sacreBLEU ``--tokenize none``.
 
-    python benchmarks/harness_bleu.py HYPOTHESES [--ref $S2S_DATA_ROOT/multi30k/test_2016_flickr.en.gz]
+    python benchmarks/peers/harness_bleu.py HYPOTHESES [--ref $S2S_DATA_ROOT/multi30k/test_2016_flickr.en.gz]
 
 Our outputs are cased, detokenised text; the peers' are the harness's tokenised lowercase text.
 Scoring both this way makes the numbers comparable (and only comparable within the harness).

@@ -2,25 +2,25 @@
 # Ours vs Joey NMT 2.3.0 and OpenNMT-py 3.5.1 on the shared Multi30k model, one after another, in one
 # invocation; prints the issue-7 ratios. Never run anything else on the machine meanwhile.
 #
-#   bash benchmarks/compare_peers.sh                 # throughput + peak RSS (about 25 min on 2 cores)
-#   BUDGET_MIN=10 bash benchmarks/compare_peers.sh bleu   # + equal-budget training, decoding and BLEU
-#   bash benchmarks/compare_peers.sh decode          # decoding and BLEU only, of the last bleu run's models
+#   bash benchmarks/peers/compare_peers.sh                 # throughput + peak RSS (about 25 min on 2 cores)
+#   BUDGET_MIN=10 bash benchmarks/peers/compare_peers.sh bleu   # + equal-budget training, decoding and BLEU
+#   bash benchmarks/peers/compare_peers.sh decode          # decoding and BLEU only, of the last bleu run's models
 #
 # The peers come from ../shared/tools/peers (PEERS_HARNESS): it makes their venvs (torch 2.13.0 CPU
 # first), tokenises the data and writes their configs; its results land in $PEERS_WORK (default
 # runs/peers) and ours in $PEERS_WORK/ours. Set PEERS=... to choose the peers (default: all four).
 # The equal-budget run trains ours on lowercased text like the peers' (their harness lowercases), with
 # no validation (neither do theirs), parameters initialised uniform in +-0.1 like OpenNMT-py's (chosen on
-# the dev set: 36.04 -> 36.78 BLEU, beam 5), and scores both the harness's way (benchmarks/harness_bleu.py).
+# the dev set: 36.04 -> 36.78 BLEU, beam 5), and scores both the harness's way (benchmarks/peers/harness_bleu.py).
 #
 # One environment for all: the harness itself starts the peers with OMP_WAIT_POLICY=PASSIVE, which
 # slows OpenNMT-py by 11-27% and us by 15-29% (OpenMP threads sleep after every parallel region). Here the
-# peers run through benchmarks/peers_env.py with the caller's policy (unset = libgomp's default, what
+# peers run through benchmarks/peers/peers_env.py with the caller's policy (unset = libgomp's default, what
 # users get), our runs inherit the same, and every result records it; peer_ratios.py refuses to divide
 # numbers measured under different policies. BLEU_PEERS (default: the additive peer onmt_mlp, the model
 # our budget run trains) chooses the peers of the equal-budget run.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 HARNESS=$(cd "${PEERS_HARNESS:-../shared/tools/peers}" && pwd)
 export PEERS_WORK=${PEERS_WORK:-$PWD/runs/peers}
 export S2S_DATA_ROOT=${S2S_DATA_ROOT:-$PWD/../shared/data}
@@ -31,7 +31,7 @@ BLEU_PEERS=${BLEU_PEERS:-onmt_mlp}
 mkdir -p "$PEERS_WORK/ours"
 echo "OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-<unset: libgomp default>} for the peers and for ours"
 peer() {  # peer tput|budget|decode SYSTEM [MINUTES]: the harness's measurement under our environment
-    PEERS_HARNESS="$HARNESS" python3 benchmarks/peers_env.py "$@"
+    PEERS_HARNESS="$HARNESS" python3 benchmarks/peers/peers_env.py "$@"
 }
 
 MODE=${1:-tput}
@@ -55,7 +55,7 @@ if [ "$MODE" = bleu ]; then
 fi
 if [ "$MODE" != tput ]; then
     [ -s "$run/checkpoints/last.ckpt" ] || { echo "no equal-budget model in $run: run 'compare_peers.sh bleu' first" >&2; exit 2; }
-    # the peers in fp32, and OpenNMT-py with int8 weights as its -precision int8 intends (benchmarks/onmt_int8.py)
+    # the peers in fp32, and OpenNMT-py with int8 weights as its -precision int8 intends (benchmarks/peers/onmt_int8.py)
     for s in $BLEU_PEERS; do
         peer decode "$s"
         case "$s" in onmt_*) peer decode_int8 "$s" ;; esac
@@ -70,9 +70,9 @@ if [ "$MODE" != tput ]; then
         OMP_NUM_THREADS=2 $PY benchmarks/decode_speed.py "$run/checkpoints/last.ckpt" "$test" --out-dir "$PEERS_WORK/ours" $extra
     done
     for name in beam1 beam5 beam1_int8 beam5_int8 beam5_alpha1.0; do
-        bleu=$($PY benchmarks/harness_bleu.py "$PEERS_WORK/ours/$name.txt")
+        bleu=$($PY benchmarks/peers/harness_bleu.py "$PEERS_WORK/ours/$name.txt")
         echo "{\"output\": \"$name\", \"bleu\": $bleu}" >"$PEERS_WORK/ours/bleu_$name.json"
     done
 fi
 bash "$HARNESS/run_peers.sh" table >"$PEERS_WORK/RESULTS.md"
-$PY benchmarks/peer_ratios.py "$PEERS_WORK"
+$PY benchmarks/peers/peer_ratios.py "$PEERS_WORK"

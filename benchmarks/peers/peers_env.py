@@ -1,6 +1,6 @@
 """Run the peer harness with the caller's OpenMP wait policy, so peers and ours share one environment.
 
-    python benchmarks/peers_env.py tput|budget|decode|decode_int8 SYSTEM [MINUTES]
+    python benchmarks/peers/peers_env.py tput|budget|decode|decode_int8 SYSTEM [MINUTES]
 
 The harness (``../shared/tools/peers/scripts/peers.py``, PEERS_HARNESS) starts every peer with
 ``OMP_WAIT_POLICY=PASSIVE``: OpenMP threads then sleep as soon as a parallel region ends and
@@ -10,7 +10,7 @@ and us 15-29%, so peers and ours must run under the same policy. This wrapper im
 harness unchanged, sets its environment's policy to the caller's (unset = libgomp's default,
 what a user gets) and records it with each result, then runs the harness's command.
 
-``decode_int8`` (OpenNMT-py only) runs the harness's decoding through benchmarks/onmt_int8.py,
+``decode_int8`` (OpenNMT-py only) runs the harness's decoding through benchmarks/peers/onmt_int8.py,
 OpenNMT-py with int8 weights as its ``-precision int8`` means to (in 3.5.1 that flag does
 nothing), and saves it as ``decode_int8``; its outputs and logs get an ``_int8`` suffix and the
 fp32 ones are left in place.
@@ -62,12 +62,12 @@ def int8_decoding(peers, system: str):
 def main() -> None:
     if len(sys.argv) < 3 or (sys.argv[1] == "budget" and len(sys.argv) < 4):
         raise SystemExit(
-            "usage: python benchmarks/peers_env.py tput|budget|decode|decode_int8 SYSTEM [MINUTES for budget]"
+            "usage: python benchmarks/peers/peers_env.py tput|budget|decode|decode_int8 SYSTEM [MINUTES for budget]"
         )
     work = Path(os.environ.get("PEERS_WORK", "peers-work"))
     if not (work / "data" / "tok" / "train.en").is_file():
         raise SystemExit(f"no tokenised peer data in {work}/data/tok: set PEERS_WORK, or run run_peers.sh data first")
-    harness = Path(os.environ.get("PEERS_HARNESS", Path(__file__).resolve().parents[1] / "../shared/tools/peers"))
+    harness = Path(os.environ.get("PEERS_HARNESS", Path(__file__).resolve().parents[2] / "../shared/tools/peers"))
     sys.path.insert(0, str(harness / "scripts"))
     import peers  # the harness module; reads PEERS_WORK
 

@@ -1,6 +1,6 @@
 """``onmt_translate`` with the model quantised the way its ``-precision int8`` intends.
 
-    PEERS_WORK/opennmt/venv/bin/python benchmarks/onmt_int8.py ONMT_TRANSLATE_ARGS...
+    PEERS_WORK/opennmt/venv/bin/python benchmarks/peers/onmt_int8.py ONMT_TRANSLATE_ARGS...
 
 OpenNMT-py 3.5.1 accepts ``-precision int8`` but never quantises: ``load_test_model``
 compares the option string with ``torch.int8`` (onmt/model_builder.py), which is never
@@ -8,7 +8,7 @@ equal, so the flag decodes in fp32 (on these machines: the same time, byte-ident
 output). This launcher applies the call that branch was meant to run,
 ``quantize_dynamic(model, dtype=torch.qint8)`` (every Linear and RNN cell), so that our
 ``--int8`` decoding is compared with the peer's int8 as well as with its fp32.
-Run with OpenNMT-py's interpreter; benchmarks/peers_env.py ``decode_int8`` does.
+Run with OpenNMT-py's interpreter; benchmarks/peers/peers_env.py ``decode_int8`` does.
 """
 
 import sys

@@ -2,8 +2,8 @@
 # Short GPU check: fit, test and translate on CUDA (fp32 and bf16-mixed), and the training
 # and decoding speed of the shared reference model size on the GPU.
 #
-#   bash benchmarks/gpu_check.sh            # PY=python3, OUT_DIR=runs/gpu_check
-#   MULTI30K_SECONDS=150 bash benchmarks/gpu_check.sh
+#   bash scripts/gpu_check.sh            # PY=python3, OUT_DIR=runs/gpu_check
+#   MULTI30K_SECONDS=150 bash scripts/gpu_check.sh
 #
 # Without a CUDA device it says so and exits 0: the project needs no GPU.
 # GPU_CHECK_DEVICE=cpu runs the same steps on the CPU (a smoke test of this script).
