@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 endif
 STAMP := $(if $(BIN),$(VENV)/.installed,.installed-system)
 
-.PHONY: setup demo test lint bench bench-peers clean
+.PHONY: setup demo test test-fast lint bench bench-peers clean
 setup: $(STAMP)
 $(STAMP): setup.cfg pyproject.toml scripts/setup.sh
 	VENV=$(VENV) bash scripts/setup.sh
@@ -20,6 +20,9 @@ demo: setup  ## the main job: scorer ablation on the toy reverse task (CPU, minu
 
 test: setup  ## the test suite (what CI runs)
 	$(PY) -m pytest
+
+test-fast: setup  ## the quick part of the suite (under a minute): no slow or full-corpus tests
+	$(PY) -m pytest -q -m "not slow and not corpus"
 
 lint: setup
 	$(BIN)ruff check seq2seq_attn tests benchmarks

@@ -60,6 +60,27 @@ def test_grid_skips_invalid_and_duplicate_cells(tmp_path):
     assert "takes no scorer" in reasons and "bottleneck baseline" in reasons and "only matters" in reasons
 
 
+def test_a_list_of_sub_grids_runs_the_union_of_their_products(tmp_path):
+    grid_file = tmp_path / "union.yaml"
+    grid_file.write_text(
+        "configs: [" + str(ROOT / "experiments/base.yaml") + "]\n"
+        "grid:\n"
+        "  - {model.flow: [none], model.attention: [none], seed_everything: [1, 2]}\n"
+        "  - {model.flow: [luong], model.attention: [dot], model.input_feed: [true], seed_everything: [1]}\n"
+        "  - {model.flow: [none], model.attention: [none], seed_everything: [2]}\n"  # already there: once
+    )
+    grid = Grid.load(grid_file)
+    cells, skipped = grid.cells()
+    assert [c.name for c in cells] == [
+        "flow=none__attention=none__seed_everything=1",
+        "flow=none__attention=none__seed_everything=2",
+        "flow=luong__attention=dot__input_feed=true__seed_everything=1",
+    ]
+    assert len(skipped) == 1
+    assert grid.grid == {"model.flow": ["none", "luong"], "model.attention": ["none", "dot"],
+                         "seed_everything": [1, 2], "model.input_feed": [True]}  # fmt: skip
+
+
 def test_bad_grid_files_fail_in_one_line(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x\ngrids: {model.flow: [luong]}\n")
@@ -69,6 +90,7 @@ def test_bad_grid_files_fail_in_one_line(tmp_path):
         Grid.load(tmp_path / "missing.yaml")
 
 
+@pytest.mark.slow
 def test_two_by_two_grid_runs_resumes_and_reports(tmp_path, capsys):
     grid = write_grid(tmp_path, {"model.attention": ["additive", "dot"], "model.flow": ["bahdanau", "luong"]})
     out = tmp_path / "out"
@@ -106,6 +128,7 @@ def test_two_by_two_grid_runs_resumes_and_reports(tmp_path, capsys):
     assert (out / "summary.md").read_text() == summary
 
 
+@pytest.mark.slow
 def test_a_failing_cell_is_recorded_and_the_rest_complete(tmp_path, capsys):
     grid = write_grid(tmp_path, {"data.init_args.num_symbols": [6, 1]})
     out = tmp_path / "out"

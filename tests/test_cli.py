@@ -66,6 +66,7 @@ def test_fast_dev_run_each_flow(flow, attention, feed, tmp_path):
     assert getattr(model.decoder, "input_feed", True) == (feed == "true")
 
 
+@pytest.mark.slow
 def test_short_training_reaches_exact_match_and_writes_buckets(tmp_path, capsys):
     overrides = [
         *"--trainer.logger false --trainer.enable_progress_bar false --trainer.max_epochs 6".split(),

@@ -9,6 +9,8 @@ import pytest
 
 import seq2seq_attn.cpu as cpu
 
+pytestmark = pytest.mark.slow  # fresh interpreters and kernels: seconds each
+
 PROCESS = """
 import torch
 torch.set_num_threads(2)

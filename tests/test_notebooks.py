@@ -9,6 +9,8 @@ from test_ablation import write_grid
 
 from seq2seq_attn.ablation.runner import ablate
 
+pytestmark = pytest.mark.slow  # fresh interpreters and kernels: seconds each
+
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
 
 

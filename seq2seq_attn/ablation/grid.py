@@ -8,6 +8,13 @@
       model.flow: [none, bahdanau, luong]
       seed_everything: [1, 2, 3]
 
+``grid`` may also be a list of such mappings: the cells are the union of their
+products, in order (e.g. two seeds for some models and one for others)::
+
+    grid:
+      - {model.flow: [none, bahdanau], seed_everything: [1, 2]}
+      - {model.flow: [luong], model.attention: [dot], seed_everything: [1]}
+
 The product of the grid is filtered: combinations the model rejects (a scorer
 with flow ``none``, ``none`` with an attentional flow) are skipped, and cells
 that differ only in a setting their model ignores (``input_feed`` outside the
@@ -54,10 +61,11 @@ def _text(value: Any) -> str:
 class Grid:
     name: str
     configs: list[Path]
-    grid: dict[str, list]
+    grid: dict[str, list]  # every key and the union of its values (what a W&B sweep sweeps)
     fixed: dict[str, Any] = field(default_factory=dict)
     metric: str = "exact_match"
     path: Path = Path(".")
+    parts: list[dict[str, list]] = field(default_factory=list)  # the sub-grids whose products are the cells
 
     @classmethod
     def load(cls, path: str | Path) -> "Grid":
@@ -72,11 +80,19 @@ class Grid:
             raise ConfigError(
                 f"unknown key(s) {sorted(unknown)} in grid {path}: use name, configs, grid, fixed, metric"
             )
-        if not isinstance(spec.get("grid"), dict) or not spec["grid"]:
-            raise ConfigError(f"grid {path} has no 'grid:' mapping of dotted keys to lists of values")
-        for key, values in spec["grid"].items():
-            if not isinstance(values, list) or not values:
-                raise ConfigError(f"grid key {key!r} in {path} must map to a non-empty list, got {values!r}")
+        parts = spec.get("grid")
+        parts = [parts] if isinstance(parts, dict) else parts
+        if not isinstance(parts, list) or not parts or not all(isinstance(p, dict) and p for p in parts):
+            raise ConfigError(
+                f"grid {path} has no 'grid:' mapping of dotted keys to lists of values (or a list of them)"
+            )
+        union: dict[str, list] = {}
+        for part in parts:
+            for key, values in part.items():
+                if not isinstance(values, list) or not values:
+                    raise ConfigError(f"grid key {key!r} in {path} must map to a non-empty list, got {values!r}")
+                union.setdefault(key, [])
+                union[key] += [v for v in values if v not in union[key]]
         configs = [(path.parent / c).resolve() for c in spec.get("configs", [])]
         missing = [str(c) for c in configs if not c.is_file()]
         if missing:
@@ -84,10 +100,11 @@ class Grid:
         return cls(
             name=spec.get("name", path.stem),
             configs=configs,
-            grid=spec["grid"],
+            grid=union,
             fixed=spec.get("fixed") or {},
             metric=spec.get("metric", "exact_match"),
             path=path,
+            parts=parts,
         )
 
     def base_values(self) -> dict[str, Any]:
@@ -105,10 +122,13 @@ class Grid:
     def cells(self) -> tuple[list[Cell], list[tuple[Cell, str]]]:
         """Valid, de-duplicated cells in grid order, and the skipped ones with the reason."""
         base = self.base_values()
-        keys = list(self.grid)
         cells, skipped, seen = [], [], set()
-        for values in itertools.product(*(self.grid[k] for k in keys)):
-            cell = Cell(tuple(zip(keys, values)))
+        products = (
+            Cell(tuple(zip(part, values)))
+            for part in self.parts or [self.grid]
+            for values in itertools.product(*part.values())
+        )
+        for cell in products:
             merged = {**base, **cell.as_dict()}
             try:
                 check_flow_attention(merged["model.flow"], merged["model.attention"])
@@ -119,7 +139,8 @@ class Grid:
                 (k, v) for k, v in cell.overrides if not (k == "model.input_feed" and merged["model.flow"] != "luong")
             )
             if canonical in seen:
-                skipped.append((cell, "same model as an earlier cell (input_feed only matters to flow 'luong')"))
+                why = "input_feed only matters to flow 'luong'" if canonical != cell.overrides else "listed twice"
+                skipped.append((cell, f"same model as an earlier cell ({why})"))
                 continue
             seen.add(canonical)
             cells.append(Cell(canonical))
