@@ -132,11 +132,24 @@ class Evaluation:
     def _text_scores(self, edges: Sequence[int]) -> tuple[dict, dict]:
         if self.text is None or not self.hyps:
             return {}, {}
-        order = sorted(self.hyps)
-        hyps = [self.text.detokenize(self.trg_vocab.decode(ids)) for _, ids in order]
-        refs = [self.text.reference(self.split, i) for i, _ in order]
-        lengths = [self.text.source_length(self.split, i) for i, _ in order]
+        rows = self.translations()
+        hyps, refs, lengths = [r["hyp"] for r in rows], [r["ref"] for r in rows], [r["src_len"] for r in rows]
         return text_scores(hyps, refs), text_scores_by_bucket(hyps, refs, lengths, edges)
+
+    def translations(self) -> list[dict]:
+        """Each decoded example of real text, by index: its source length in words, hypothesis and reference
+        (what corpus-level statistics such as bootstrap intervals are computed from)."""
+        if self.text is None:
+            return []
+        return [
+            {
+                "index": i,
+                "src_len": self.text.source_length(self.split, i),
+                "hyp": self.text.detokenize(self.trg_vocab.decode(ids)),
+                "ref": self.text.reference(self.split, i),
+            }
+            for i, ids in sorted(self.hyps)
+        ]
 
     def summary(self, edges: Sequence[int]) -> tuple[dict, list[dict]]:
         """Overall metrics and one row per source-length bucket.

@@ -24,7 +24,14 @@ from seq2seq_attn.loss import token_loss
 from seq2seq_attn.metrics import DEFAULT_BUCKETS, METRICS, format_table, metric_items, sacrebleu_signature
 from seq2seq_attn.modules import build_seq2seq
 from seq2seq_attn.optim import adam
-from seq2seq_attn.results import append_jsonl, environment_info, write_json, write_test_results
+from seq2seq_attn.results import (
+    TRANSLATIONS,
+    append_jsonl,
+    environment_info,
+    write_json,
+    write_jsonl_gz,
+    write_test_results,
+)
 from seq2seq_attn.search import Hypotheses, SearchSettings, search
 
 
@@ -241,6 +248,8 @@ class Seq2SeqLitModule(pl.LightningModule):
                 meta["sacrebleu"] = sacrebleu_signature()
             path = write_test_results(folder, overall, buckets, meta)
             write_json(folder / "test_attention.json", self.attention_maps())
+            if translations := self._evaluation.translations():  # real text: what the statistics need
+                write_jsonl_gz(folder / TRANSLATIONS, translations)
             columns = [m.name for m in METRICS.values() if m.per_bucket and m.name in overall]
             print(f"\nTest results per source length (written to {path}):")
             print(format_table([{"bucket": "all", **overall}, *buckets], columns))

@@ -13,6 +13,9 @@ from seq2seq_attn.metrics import metric_items
 PathLike = Union[str, Path]
 
 
+TRANSLATIONS = "test_translations.jsonl.gz"  # per test sentence: source length, hypothesis, reference
+
+
 def write_atomic(path: PathLike, data: Union[str, bytes, memoryview]) -> Path:
     """Write text or bytes to a temporary file in the same folder, sync it, then rename over ``path``."""
     path = Path(path)
@@ -41,6 +44,21 @@ def append_jsonl(path: PathLike, record: Any) -> Path:
     with open(path, "a", encoding="utf-8") as handle:
         handle.write(json.dumps(record, ensure_ascii=False) + "\n")
     return path
+
+
+def write_jsonl_gz(path: PathLike, records: Sequence[Any]) -> Path:
+    """``records`` as gzipped JSON lines, written atomically (the same bytes for the same records)."""
+    import gzip
+
+    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+    return write_atomic(path, gzip.compress(text.encode("utf-8"), mtime=0))
+
+
+def read_jsonl_gz(path: PathLike) -> list[Any]:
+    import gzip
+
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
 
 
 def write_csv(path: PathLike, rows: Sequence[dict], columns: Sequence[str]) -> Path:

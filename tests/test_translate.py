@@ -8,6 +8,7 @@ import pytest
 from seq2seq_attn.cli import main
 from seq2seq_attn.data.corpora import read_lines
 from seq2seq_attn.data.tokenizer import TextTokenizer
+from seq2seq_attn.results import TRANSLATIONS, read_jsonl_gz
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "data" / "corpora"
@@ -41,6 +42,13 @@ def test_fit_and_test_report_bleu_per_bucket(trained_checkpoint, capsys):
     assert {"bleu", "chrf"} <= set(results["overall"]) and "BLEU" in results["meta"]["sacrebleu"]
     assert all("bleu" in b for b in results["buckets"])
     assert sum(b["count"] for b in results["buckets"]) == 40
+    rows = read_jsonl_gz(trained_checkpoint / TRANSLATIONS)  # what bootstrap statistics are computed from
+    refs = read_lines(FIXTURES / "multi30k" / "test_2016_flickr.en.gz")
+    assert [r["index"] for r in rows] == list(range(40)) and [r["ref"] for r in rows] == refs[:40]
+    assert all(
+        r["src_len"] == len(s.split())
+        for r, s in zip(rows, read_lines(FIXTURES / "multi30k" / "test_2016_flickr.de.gz"))
+    )
 
 
 def test_translate_keeps_line_counts_and_handles_long_lines(trained_checkpoint, tmp_path, capsys, monkeypatch):
