@@ -1,0 +1,83 @@
+"""Bootstrap intervals and the paired bootstrap test, on known distributions and on text."""
+
+import numpy as np
+import pytest
+from sacrebleu.metrics import BLEU, CHRF
+
+from seq2seq_attn.stats import bootstrap_interval, mean_std, paired_bootstrap, sentence_statistics, text_scorer
+
+
+def mean_of(summed: np.ndarray) -> float:
+    """Statistics (value, 1) per sentence: the corpus score is the mean value."""
+    return float(summed[0] / summed[1])
+
+
+def bernoulli(n: int, p: float, seed: int) -> np.ndarray:
+    values = (np.random.default_rng(seed).random(n) < p).astype(float)
+    return np.stack([values, np.ones(n)], axis=1)  # (N, 2)
+
+
+def test_bootstrap_interval_of_a_mean_has_the_textbook_width_and_coverage():
+    p, n = 0.3, 2000
+    half_width = 1.96 * np.sqrt(p * (1 - p) / n)  # the normal approximation: 0.020
+    covered = 0
+    for trial in range(40):
+        interval = bootstrap_interval(mean_of, bernoulli(n, p, trial), resamples=400, seed=trial)
+        assert interval.low <= interval.score <= interval.high
+        assert (interval.high - interval.low) / 2 == pytest.approx(half_width, rel=0.2)
+        covered += interval.low <= p <= interval.high
+    assert covered >= 34  # 95% of 40 is 38; binomial sd 1.4
+
+
+def test_a_wider_level_gives_a_wider_interval():
+    stats = bernoulli(500, 0.5, 1)
+    narrow, wide = (bootstrap_interval(mean_of, stats, level, resamples=500) for level in (0.8, 0.99))
+    assert wide.low < narrow.low < narrow.high < wide.high
+
+
+def test_text_statistics_score_like_sacrebleu():
+    hyps = ["the cat sat on the mat .", "a dog runs in the park", "nothing like it"]
+    refs = ["the cat sat on the mat .", "the dog runs in a park", "something else entirely here"]
+    for name, sacre in (("bleu", BLEU()), ("chrf", CHRF())):
+        stats = sentence_statistics(name, hyps, refs)
+        assert stats.shape[0] == 3
+        assert text_scorer(name)(stats.sum(0)) == pytest.approx(sacre.corpus_score(hyps, [refs]).score, abs=1e-9)
+
+
+def sentences(seed: int, n: int = 120) -> list[str]:
+    rng = np.random.default_rng(seed)
+    words = "the a cat dog sat ran on in mat park house red big small".split()
+    return [" ".join(rng.choice(words, size=rng.integers(5, 15))) for _ in range(n)]
+
+
+def test_paired_test_finds_no_difference_between_identical_systems():
+    refs, hyps = sentences(0), sentences(1)
+    stats = sentence_statistics("bleu", hyps, refs)
+    result = paired_bootstrap(text_scorer("bleu"), stats, stats.copy(), resamples=300)
+    assert result.delta == 0.0 and result.p_value == 1.0
+
+
+def test_paired_test_finds_a_clear_difference_and_not_a_made_up_one():
+    refs = sentences(0)
+    good = [r if i % 4 else sentences(9, 1)[0] for i, r in enumerate(refs)]  # 3 of 4 sentences exact
+    bad = sentences(1)  # unrelated word salad
+    score = text_scorer("bleu")
+    clear = paired_bootstrap(score, sentence_statistics("bleu", good, refs), sentence_statistics("bleu", bad, refs))
+    assert clear.delta > 30 and clear.p_value < 0.01
+    # two equally good systems (the same salad generator, other seeds): no significance at 0.05
+    noise = paired_bootstrap(
+        score, sentence_statistics("bleu", sentences(2), refs), sentence_statistics("bleu", sentences(3), refs)
+    )
+    assert noise.p_value > 0.05
+
+
+def test_mean_std_over_seeds():
+    assert mean_std([1.0, 3.0]) == (2.0, pytest.approx(np.sqrt(2.0)))
+    assert mean_std([5.0]) == (5.0, 0.0)
+
+
+def test_unknown_metric_and_unpaired_inputs_are_refused():
+    with pytest.raises(ValueError, match="choose one of"):
+        text_scorer("ter")
+    with pytest.raises(ValueError, match="same sentences"):
+        paired_bootstrap(mean_of, bernoulli(3, 0.5, 0), bernoulli(4, 0.5, 0))
