@@ -40,6 +40,8 @@ METRICS: dict[str, Metric] = {
         Metric("align_acc", "alignment accuracy", per_bucket=True),
         Metric("align_lag1_acc", "alignment accuracy, one step behind"),
         Metric("attn_entropy", "attention entropy", lower_is_better=True),
+        # derived by the report: align_lag1_acc for Bahdanau's flow (it attends one step behind), else align_acc
+        Metric("align_flow", "alignment accuracy, each flow against its own convention"),
     )
 }
 # the keys of a bucket row that are not metrics: its label, bounds (hi None when open) and size

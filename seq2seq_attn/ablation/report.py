@@ -122,6 +122,18 @@ def with_labels(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+def with_own_alignment(df: pd.DataFrame) -> pd.DataFrame:
+    """Add ``align_flow``: each flow's alignment accuracy against its own convention. Bahdanau's flow
+    queries with s(t-1), before it has read y(t-1), and attends one step behind (``align_lag1_acc``);
+    Luong's attends with s(t) (``align_acc``). Plotting both against one convention reads as a failure."""
+    if "flow" not in df.columns:
+        return df
+    bahdanau = df.flow.astype(str) == "bahdanau"
+    own = df[(df.metric == "align_lag1_acc") & bahdanau | (df.metric == "align_acc") & ~bahdanau].copy()
+    own["metric"] = "align_flow"
+    return pd.concat([df, own], ignore_index=True)
+
+
 def bucket_order(df: pd.DataFrame) -> list[str]:
     buckets = df[df.bucket != "all"][["bucket", "lo"]].drop_duplicates().sort_values("lo")
     return ["all", *buckets.bucket.tolist()]
@@ -171,7 +183,7 @@ def ablation_name(out: Path) -> str:
     return out.name
 
 
-def write_summary(out: Path, df: pd.DataFrame, metric: str) -> Path:
+def write_summary(out: Path, df: pd.DataFrame, metric: str, extra: str = "") -> Path:
     seeds = df[seed_columns(df)].drop_duplicates().shape[0] if seed_columns(df) else 1
     parts = [
         f"# Ablation: {ablation_name(out)}",
@@ -179,10 +191,12 @@ def write_summary(out: Path, df: pd.DataFrame, metric: str) -> Path:
         f"Mean ± std over {seeds} seed(s) per model, overall and per source-length bucket; the best per bucket"
         " is in bold; † marks buckets longer than any training sentence (extrapolation).",
     ]
-    for name in dict.fromkeys([metric, "align_acc", "align_lag1_acc", "attn_entropy", "token_acc"]):
+    df = with_own_alignment(df)
+    for name in dict.fromkeys([metric, "align_flow", "align_acc", "align_lag1_acc", "attn_entropy", "token_acc"]):
         table = summary_table(df, name)
         if table:
             parts += ["", f"## {title(name)}", "", table]
+    parts += [extra] if extra else []
     failed = failures(out)
     if failed:
         parts += ["", "## Failed cells", "", *failed]
@@ -195,7 +209,8 @@ def plot_degradation(df: pd.DataFrame, metric: str, path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    metrics = [m for m in dict.fromkeys([metric, "align_acc"]) if (df.metric == m).any()]
+    df = with_own_alignment(df)
+    metrics = [m for m in dict.fromkeys([metric, "align_flow"]) if (df.metric == m).any()]
     order = bucket_order(df)[1:]
     fig, axes = plt.subplots(1, len(metrics), figsize=(7 * len(metrics), 4.8), squeeze=False)
     extrap = df[(df.extrapolation.astype(str).str.lower() == "true") & (df.bucket != "all")].bucket.unique()
@@ -264,7 +279,10 @@ def write_report(out: Path, metric: str = "exact_match") -> list[Path]:
     df = with_labels(pd.read_csv(csv_path))
     if not (df.metric == metric).any():
         metric = "exact_match" if (df.metric == "exact_match").any() else df.metric.iloc[0]
-    written = [write_summary(out, df, metric), plot_degradation(df, metric, out / "degradation.png")]
+    from seq2seq_attn.ablation.length_study import write_length_study
+
+    study, extra = write_length_study(out, df)  # real text with saved translations: intervals, tests
+    written = [write_summary(out, df, metric, extra), plot_degradation(df, metric, out / "degradation.png"), *study]
     heatmaps = plot_attention(out, df, out / "attention.png")
     written += [heatmaps] if heatmaps else []
     print((out / "summary.md").read_text())

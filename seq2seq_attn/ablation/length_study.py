@@ -1,0 +1,215 @@
+"""The statistics and figures of a length study on real text, from the cells' saved translations.
+
+Each finished cell keeps ``test_translations.jsonl.gz`` (per test sentence: source words, hypothesis,
+reference) and ``val_history.jsonl`` (every validation, overall and per bucket). From those alone,
+without checkpoints, :func:`write_length_study` writes into the ablation folder:
+
+- ``statistics.csv``: per cell, bucket and metric (BLEU, chrF) the score with its 95% bootstrap interval;
+- ``significance.csv``: per pair of models, seed, bucket and metric the difference and the p-value of
+  the paired bootstrap test (:mod:`seq2seq_attn.stats`);
+- ``length_curve.png``: BLEU against source length, a line per model (mean over seeds) and a band
+  spanning the seeds' 95% intervals: the look of Bahdanau et al.'s Fig. 2;
+- ``training_gap.png``: BLEU per length bucket at every validation, for the bottleneck and the
+  attention models: how the gap between short and long sentences opens during training;
+
+and returns the markdown tables for ``summary.md``.
+"""
+
+import itertools
+import json
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+
+from seq2seq_attn.metrics import DEFAULT_BUCKETS, bucket_index, buckets, title
+from seq2seq_attn.results import TRANSLATIONS, read_jsonl_gz, write_csv
+from seq2seq_attn.stats import bootstrap_interval, mean_std, paired_bootstrap, sentence_statistics, text_scorer
+
+TEXT_METRICS = ("bleu", "chrf")
+ALL = "all"
+
+
+def _cell_models(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per cell: its model label and seed (from results.csv, labelled by the report)."""
+    seed_cols = [c for c in df.columns if "seed" in c and c not in ("model",)]
+    cells = df.drop_duplicates("cell")[["cell", "model", "baseline", *seed_cols]].copy()
+    cells["seed"] = cells[seed_cols[0]] if seed_cols else 0
+    return cells
+
+
+def _bucket_rows(
+    src_len: np.ndarray, edges: Sequence[int]
+) -> dict[str, tuple[Optional[int], Optional[int], np.ndarray]]:
+    """Sentence indices per bucket label, with the bucket's bounds; ``all`` first."""
+    index = bucket_index(torch.tensor(src_len, dtype=torch.float), edges).numpy()
+    rows = {ALL: (None, None, np.arange(len(src_len)))}
+    for i, bucket in enumerate(buckets(edges)):
+        members = np.nonzero(index == i)[0]
+        if len(members):
+            rows[bucket.label] = (bucket.lo, bucket.hi, members)
+    return rows
+
+
+def cell_statistics(folder: Path, edges: Sequence[int]) -> tuple[list[dict], dict]:
+    """Score and 95% interval per bucket and metric of one cell; and its sentence statistics per metric."""
+    rows = read_jsonl_gz(folder / TRANSLATIONS)
+    src_len = np.array([r["src_len"] for r in rows])
+    stats = {m: sentence_statistics(m, [r["hyp"] for r in rows], [r["ref"] for r in rows]) for m in TEXT_METRICS}
+    out = []
+    for label, (lo, hi, members) in _bucket_rows(src_len, edges).items():
+        for metric in TEXT_METRICS:
+            interval = bootstrap_interval(text_scorer(metric), stats[metric][members])
+            out.append({"bucket": label, "lo": lo, "hi": hi, "metric": metric, "score": interval.score,
+                        "ci_low": interval.low, "ci_high": interval.high, "count": len(members)})  # fmt: skip
+    return out, {"stats": stats, "src_len": src_len}
+
+
+def significance(cells: pd.DataFrame, saved: dict, edges: Sequence[int]) -> list[dict]:
+    """Paired bootstrap test of every pair of models, seed by seed, per bucket and metric."""
+    out = []
+    models = sorted(cells.model.unique(), key=lambda m: (not m.startswith("none"), m))
+    for model_a, model_b in itertools.combinations(models, 2):
+        for seed in sorted(set(cells[cells.model == model_a].seed) & set(cells[cells.model == model_b].seed)):
+            cell_a = cells[(cells.model == model_a) & (cells.seed == seed)].cell.iloc[0]
+            cell_b = cells[(cells.model == model_b) & (cells.seed == seed)].cell.iloc[0]
+            for label, (lo, _, members) in _bucket_rows(saved[cell_a]["src_len"], edges).items():
+                for metric in TEXT_METRICS:
+                    a, b = saved[cell_a]["stats"][metric][members], saved[cell_b]["stats"][metric][members]
+                    result = paired_bootstrap(text_scorer(metric), b, a)
+                    pair = {"model_a": model_a, "model_b": model_b, "seed": seed, "bucket": label, "lo": lo}
+                    out.append({**pair, "metric": metric, "delta_b_minus_a": result.delta, "p_value": result.p_value})
+    return out
+
+
+def _table(stats: pd.DataFrame, metric: str) -> str:
+    """Markdown: per model and bucket, mean ± std over seeds [lowest, highest bound of the seeds' 95% intervals]."""
+    part = stats[stats.metric == metric]
+    order = [ALL, *part[part.bucket != ALL].sort_values("lo").bucket.drop_duplicates()]
+    counts = part.drop_duplicates("bucket").set_index("bucket")["count"]
+    lines = [
+        "| model | " + " | ".join(f"{b} ({int(counts[b])})" for b in order) + " |",
+        "|" + "---|" * (len(order) + 1),
+    ]
+    for model in sorted(part.model.unique(), key=lambda m: (m.startswith("none"), m)):
+        cells = []
+        for bucket in order:
+            rows = part[(part.model == model) & (part.bucket == bucket)]
+            mean, std = mean_std(rows.score.tolist())
+            spread = f" ± {std:.1f}" if len(rows) > 1 else ""
+            cells.append(f"{mean:.1f}{spread} [{rows.ci_low.min():.1f}, {rows.ci_high.max():.1f}]")
+        lines.append(f"| {model} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _significance_table(sig: pd.DataFrame, metric: str) -> str:
+    """Markdown: per pair of models and bucket, the mean difference and the largest p over seeds."""
+    part = sig[sig.metric == metric]
+    order = [ALL, *part[part.bucket != ALL].sort_values("lo").bucket.drop_duplicates()]
+    lines = ["| B − A | " + " | ".join(order) + " |", "|" + "---|" * (len(order) + 1)]
+    for (a, b), rows in part.groupby(["model_a", "model_b"], sort=False):
+        cells = []
+        for bucket in order:
+            r = rows[rows.bucket == bucket]
+            mark = "" if r.p_value.max() < 0.05 else " (n.s.)"
+            cells.append(f"{r.delta_b_minus_a.mean():+.1f}, p ≤ {r.p_value.max():.3f}{mark}")
+        lines.append(f"| {b} − {a} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def plot_length_curve(stats: pd.DataFrame, path: Path, metric: str = "bleu") -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    part = stats[(stats.metric == metric) & (stats.bucket != ALL)]
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    for model in sorted(part.model.unique(), key=lambda m: (m.startswith("none"), m)):
+        rows = part[part.model == model]
+        by_bucket = rows.groupby("lo").agg(score=("score", "mean"), low=("ci_low", "min"), high=("ci_high", "max"))
+        x = by_bucket.index.to_numpy() + 4.5  # the bucket's middle word count
+        style = dict(ls="--", color="black") if model.startswith("none") else {}
+        line = ax.plot(x, by_bucket.score, marker="o", ms=3, label=model, **style)[0]
+        ax.fill_between(x, by_bucket.low, by_bucket.high, alpha=0.15, color=line.get_color())
+    ax.set_xlabel("source sentence length (words; the middle of each 10-word bucket)")
+    ax.set_ylabel(f"{title(metric)} (test)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title("quality vs source length: mean over seeds, band = the seeds' 95% bootstrap intervals", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_training_gap(out: Path, cells: pd.DataFrame, path: Path, metric: str = "bleu") -> Optional[Path]:
+    """Per model (first seed): validation BLEU per length bucket against training time."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    firsts = cells.sort_values("seed").drop_duplicates("model")
+    histories = {}
+    for _, row in firsts.iterrows():
+        file = out / "cells" / row.cell / "val_history.jsonl"
+        if file.is_file():
+            histories[row.model] = [json.loads(line) for line in file.read_text().splitlines() if line.strip()]
+    histories = {m: h for m, h in histories.items() if h}
+    if not histories:
+        return None
+    models = sorted(histories, key=lambda m: (not m.startswith("none"), m))
+    fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models), 3.8), squeeze=False, sharey=True)
+    cmap = plt.get_cmap("viridis")
+    for ax, model in zip(axes[0], models):
+        labels = [b["bucket"] for b in max(histories[model], key=lambda h: len(h["buckets"]))["buckets"]]
+        for k, label in enumerate(labels):
+            points = [(h["seconds"] / 60, b[metric]) for h in histories[model] for b in h["buckets"]
+                      if b["bucket"] == label and metric in b and h["seconds"] is not None]  # fmt: skip
+            if points:
+                ax.plot(*zip(*points), marker=".", color=cmap(k / max(1, len(labels) - 1)), label=label)
+        ax.set_title(model, fontsize=9)
+        ax.set_xlabel("training minutes")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel(f"validation {title(metric)}")
+    axes[0][-1].legend(title="source words", fontsize=7)
+    fig.suptitle("how the gap between short and long sentences opens during training", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def write_length_study(out: Path, df: pd.DataFrame, edges: Sequence[int] = DEFAULT_BUCKETS) -> tuple[list[Path], str]:
+    """The files listed in the module docstring, and the markdown for ``summary.md`` ('' without translations)."""
+    cells = _cell_models(df)
+    cells = cells[[(out / "cells" / c / TRANSLATIONS).is_file() for c in cells.cell]]
+    if cells.empty:
+        return [], ""
+    rows, saved = [], {}
+    for _, cell in cells.iterrows():
+        stats, saved[cell.cell] = cell_statistics(out / "cells" / cell.cell, edges)
+        rows += [{"cell": cell.cell, "model": cell.model, "seed": cell.seed, **r} for r in stats]
+    stats = pd.DataFrame(rows)
+    sig = pd.DataFrame(significance(cells, saved, edges))
+    written = [
+        write_csv(out / "statistics.csv", rows, list(rows[0])),
+        plot_length_curve(stats, out / "length_curve.png"),
+    ]
+    if not sig.empty:
+        written.append(write_csv(out / "significance.csv", sig.to_dict("records"), list(sig.columns)))
+    gap = plot_training_gap(out, cells, out / "training_gap.png")
+    written += [gap] if gap else []
+    parts = ["", "## Test BLEU and chrF per source length, with 95% bootstrap intervals", "",
+             "Mean ± std over seeds, then [the lowest lower and highest upper bound of the seeds' 95% intervals]"
+             " (1,000 seeded bootstrap resamples of the test sentences); bucket sizes in brackets."]  # fmt: skip
+    for metric in TEXT_METRICS:
+        parts += ["", f"### {title(metric)}", "", _table(stats, metric)]
+    if not sig.empty:
+        parts += ["", "### Paired bootstrap tests (BLEU)", "",
+                  "Difference B − A (mean over seeds) and the largest p-value over seeds; n.s. = p ≥ 0.05.", "",
+                  _significance_table(sig, "bleu")]  # fmt: skip
+    return written, "\n".join(parts)

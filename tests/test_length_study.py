@@ -1,0 +1,74 @@
+"""The length study's statistics and figures from saved cells alone (no checkpoints, no training)."""
+
+import json
+import random
+
+import pandas as pd
+
+from seq2seq_attn.ablation.report import write_report, write_results_csv
+from seq2seq_attn.metrics import DEFAULT_BUCKETS
+from seq2seq_attn.results import TRANSLATIONS, write_json, write_jsonl_gz
+
+WORDS = "in the beginning god created heavens and earth was without form void darkness on face of deep".split()
+
+
+def fake_cell(out, name, overrides, quality: float, seed: int):
+    """A finished cell: translations of one test set whose words are right with probability ``quality``;
+    the bottleneck's are worse beyond 30 words and the same as the attention model's up to 30 (per seed).
+    Also a validation history and the result files the runner writes."""
+    folder = out / "cells" / name
+    rows = []
+    for i in range(240):
+        n = 3 + i % 70
+        ref = [random.Random(1000 * i + j).choice(WORDS) for j in range(n)]
+        keep = quality * (0.3 if overrides["model.flow"] == "none" and n > 30 else 1.0)
+        noise = random.Random(seed * 100_000 + i)
+        hyp = [w if noise.random() < keep else noise.choice(WORDS) for w in ref]
+        rows.append({"index": i, "src_len": n, "hyp": " ".join(hyp), "ref": " ".join(ref)})
+    write_jsonl_gz(folder / TRANSLATIONS, rows)
+    write_json(folder / "cell.json", {"name": name, "overrides": overrides})
+    write_json(folder / "result.json", {"overall": {"count": 240.0, "bleu": 1.0}, "buckets": [], "meta": {}})
+    history = [{"step": s, "epoch": 0, "seconds": 60.0 * s, "overall": {"bleu": s},
+                "buckets": [{"bucket": "1-10", "lo": 1, "hi": 10, "bleu": 2.0 * s},
+                            {"bucket": "41-50", "lo": 41, "hi": 50, "bleu": s / 2}]} for s in (1, 2, 3)]  # fmt: skip
+    (folder / "val_history.jsonl").write_text("".join(json.dumps(h) + "\n" for h in history))
+
+
+def test_the_report_of_a_length_study_has_intervals_tests_and_figures(tmp_path):
+    for seed in (1, 2):
+        fake_cell(tmp_path, f"none{seed}", {"model.flow": "none", "model.attention": "none", "seed_everything": seed},
+                  0.8, seed)  # fmt: skip
+        fake_cell(tmp_path, f"add{seed}", {"model.flow": "bahdanau", "model.attention": "additive",
+                  "seed_everything": seed}, 0.8, seed)  # fmt: skip
+    write_results_csv(tmp_path)
+    written = {p.name for p in write_report(tmp_path, "bleu")}
+    assert {"statistics.csv", "significance.csv", "length_curve.png", "training_gap.png"} <= written
+
+    stats = pd.read_csv(tmp_path / "statistics.csv")
+    assert set(stats.metric) == {"bleu", "chrf"} and len(stats.cell.unique()) == 4
+    assert (stats.ci_low <= stats.score).all() and (stats.score <= stats.ci_high).all()
+    assert set(stats[stats.bucket != "all"].lo) <= {1, *(e + 1 for e in DEFAULT_BUCKETS)}
+    sig = pd.read_csv(tmp_path / "significance.csv")
+    long = sig[(sig.metric == "bleu") & (sig.lo >= 41)]
+    short = sig[(sig.metric == "bleu") & (sig.lo <= 21)]  # buckets up to 30 words
+    # attention minus the bottleneck: large and significant on long sentences, nothing on short ones
+    assert (long.delta_b_minus_a > 10).all() and (long.p_value < 0.01).all()
+    assert (short.delta_b_minus_a == 0).all() and (short.p_value == 1.0).all()  # the same translations
+    summary = (tmp_path / "summary.md").read_text()
+    assert "95% bootstrap intervals" in summary and "Paired bootstrap tests" in summary and "(n.s.)" in summary
+
+
+def test_alignment_is_drawn_against_each_flows_own_convention():
+    from seq2seq_attn.ablation.report import with_own_alignment
+
+    values = {("bahdanau", "align_acc"): 0.05, ("bahdanau", "align_lag1_acc"): 0.98,
+              ("luong", "align_acc"): 0.99, ("luong", "align_lag1_acc"): 0.04}  # fmt: skip
+    df = pd.DataFrame(
+        [
+            {"cell": flow[0], "flow": flow, "metric": metric, "value": v, "bucket": "all"}
+            for (flow, metric), v in values.items()
+        ]
+    )
+    own = with_own_alignment(df)
+    flow_rows = own[own.metric == "align_flow"].set_index("cell")["value"]
+    assert flow_rows.to_dict() == {"b": 0.98, "l": 0.99}
