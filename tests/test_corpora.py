@@ -67,6 +67,12 @@ def test_bad_inputs_fail_in_one_line(tmp_path):
     write(utf, "train.en", ["good", "bad"])
     with pytest.raises(ConfigError, match=r"train\.de: line 2 is not valid UTF-8"):
         ParallelDataModule(None, "de", "en", data_dir=str(utf))
+    for name, data in (("cut", gzip.compress(b"ein hund .\n" * 500)[:60]), ("plain", b"not gzip\n")):
+        broken = tiny_corpus(tmp_path / name)
+        (broken / "train.de").unlink()
+        write(broken, "train.de.gz", [], raw=data)
+        with pytest.raises(ConfigError, match=r"train\.de\.gz is a truncated or corrupt gzip file.*delete it"):
+            ParallelDataModule(None, "de", "en", data_dir=str(broken))
     with pytest.raises(ConfigError, match="unknown corpus 'wmt14'"):
         ParallelDataModule("wmt14", "de", "en")
     with pytest.raises(ConfigError, match="has no language 'xx'"):

@@ -7,6 +7,7 @@ point it at ``../shared/data``.
 
 import gzip
 import os
+import zlib
 from pathlib import Path
 from typing import NamedTuple, Optional
 
@@ -48,8 +49,12 @@ def find_file(folder: Path, prefix: str, lang: str) -> Path:
 def read_lines(path: Path) -> list[str]:
     """All lines, without their line ends; invalid UTF-8 names the file and line."""
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rb") as handle:
-        raw = handle.read()
+    try:
+        with opener(path, "rb") as handle:
+            raw = handle.read()
+    except (EOFError, gzip.BadGzipFile, zlib.error) as err:  # a download or build cut short, or not gzip at all
+        hint = f"seq2seq-attn data fetch {path.parent.name}" if path.parent.name in CORPORA else "copy it again"
+        raise ConfigError(f"{path} is a truncated or corrupt gzip file ({err}): delete it and run {hint}") from err
     lines = raw.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()
