@@ -145,7 +145,7 @@ class Evaluation:
             {
                 "index": i,
                 "src_len": self.text.source_length(self.split, i),
-                "hyp": self.text.detokenize(self.trg_vocab.decode(ids)),
+                "hyp": self.trg_vocab.to_text(ids, self.text.detokenize),
                 "ref": self.text.reference(self.split, i),
             }
             for i, ids in sorted(self.hyps)

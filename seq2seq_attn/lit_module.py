@@ -275,7 +275,7 @@ class Seq2SeqLitModule(pl.LightningModule):
             lines = [" ".join(map(str, h)) for h in hyp]
         else:  # as text: a subword model's pieces joined back into words
             detokenize = self.datamodule().detokenize if self.datamodule() else " ".join
-            lines = [detokenize(self.trg_vocab.decode(h)) for h in hyp]
+            lines = [self.trg_vocab.to_text(h, detokenize) for h in hyp]
         self._predictions.extend(zip(batch.index.tolist(), lines))
         return lines
 

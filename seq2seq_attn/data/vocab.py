@@ -3,7 +3,7 @@
 import json
 from collections import Counter
 from pathlib import Path
-from typing import Iterable, Sequence, Union
+from typing import Callable, Iterable, Sequence, Union
 
 from seq2seq_attn.errors import ConfigError
 
@@ -49,6 +49,11 @@ class Vocab:
             if i not in (PAD_ID, BOS_ID):
                 out.append(self.itos[i])
         return out
+
+    def to_text(self, ids: Sequence[int], detokenize: Callable[[list[str]], str] = " ".join) -> str:
+        """Ids to text as a reader sees it: :meth:`decode`, then the tokenizer's ``detokenize`` (a subword
+        model's pieces joined into words); the one way outputs become text (evaluation, predict, translate)."""
+        return detokenize(self.decode(ids))
 
     def to_json(self) -> str:
         return json.dumps(self.itos, ensure_ascii=False)
