@@ -70,7 +70,10 @@ def translate_tokens(
     of 128 length-sorted sentences: on Multi30k 883 greedy / 227 beam-5 sentences/s vs 760 / 218
     with 64 (2 cores; 256 was no faster)."""
     hp = module.hparams
-    settings = SearchSettings(beam_size, alpha, hp.max_len_a, hp.max_len_b, keep_weights=attention)
+    coverage_penalty = hp.get("coverage_penalty", 0.0)
+    settings = SearchSettings(
+        beam_size, alpha, hp.max_len_a, hp.max_len_b, attention, coverage_penalty=coverage_penalty
+    )
     results: list[Translation] = [Translation([], None)] * len(sentences)
     order = sorted((i for i, s in enumerate(sentences) if len(s)), key=lambda i: len(sentences[i]))
     for start in range(0, len(order), batch_size):

@@ -59,6 +59,11 @@ ARCHITECTURE_KEYS = (
     "num_layers",
     "bidirectional",
     "attn_size",
+    "alignment",
+    "window",
+    "heads",
+    "coverage",
+    "max_source_length",
 )
 
 
@@ -79,6 +84,13 @@ class Seq2SeqLitModule(pl.LightningModule):
             attention maps are saved to ``test_attention.json`` for heatmaps.
         beam_size, alpha: search used by ``test`` and ``predict`` (1 = greedy).
         max_len_a, max_len_b: outputs are capped at ``a * |src| + b`` tokens.
+        alignment: where attention may look: ``global``, ``local-m`` or ``local-p`` (Luong 2015, Sec. 3.2),
+            in a window of ``±window`` source positions.
+        heads: multi-head attention for the multiplicative scorers (1 = the plain scorer).
+        coverage: the attention summed so far enters the additive/concat energy (Tu 2016, See 2017);
+            ``coverage_loss`` (λ) adds See et al.'s coverage loss to training, ``coverage_penalty`` (β)
+            Wu et al.'s coverage penalty to beam search.
+        max_source_length: source positions the ``location`` scorer has weights for.
         param_init: if > 0, every parameter starts uniform in ``±param_init``
             (OpenNMT-py's ``-param_init``); 0 keeps PyTorch's initialisations.
     """
@@ -98,6 +110,13 @@ class Seq2SeqLitModule(pl.LightningModule):
         bidirectional: bool = True,
         dropout: NonNegativeFloat = 0.0,
         attn_size: Optional[PositiveInt] = None,
+        alignment: str = "global",
+        window: PositiveInt = 10,
+        heads: PositiveInt = 1,
+        coverage: bool = False,
+        max_source_length: PositiveInt = 100,
+        coverage_loss: NonNegativeFloat = 0.0,
+        coverage_penalty: NonNegativeFloat = 0.0,
         param_init: NonNegativeFloat = 0.0,
         lr: PositiveFloat = 1e-3,
         weight_decay: NonNegativeFloat = 0.0,
@@ -114,6 +133,8 @@ class Seq2SeqLitModule(pl.LightningModule):
         super().__init__()
         if not 0 <= dropout < 1:
             raise ConfigError(f"dropout must be in [0, 1), got {dropout}")
+        if coverage_loss > 0 and attention == "none":
+            raise ConfigError("coverage_loss needs attention weights: pick a scorer, or coverage_loss 0")
         if not 0 <= label_smoothing < 1:
             raise ConfigError(f"label_smoothing must be in [0, 1), got {label_smoothing}: e.g. 0.1")
         if list(test_buckets) != sorted(set(test_buckets)):
@@ -175,7 +196,7 @@ class Seq2SeqLitModule(pl.LightningModule):
                 self.datamodule().save_tokenizers(run_dir)
 
     def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
-        loss = token_loss(self.model, batch, self.hparams.label_smoothing)
+        loss = token_loss(self.model, batch, self.hparams.label_smoothing, self.hparams.coverage_loss)
         if not torch.isfinite(loss):
             raise FloatingPointError(
                 f"training loss is {loss.item()} at step {self.global_step}: lower the lr or "
@@ -186,7 +207,7 @@ class Seq2SeqLitModule(pl.LightningModule):
 
     def decode(self, batch: Batch, beam_size: int = 1) -> Hypotheses:
         hp = self.hparams
-        settings = SearchSettings(beam_size, hp.alpha, hp.max_len_a, hp.max_len_b)
+        settings = SearchSettings(beam_size, hp.alpha, hp.max_len_a, hp.max_len_b, coverage_penalty=hp.coverage_penalty)
         return search(self.model, batch.src, batch.src_lengths, settings)
 
     # -- validation and test: overall and per source-length bucket ------------------

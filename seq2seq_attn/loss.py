@@ -64,13 +64,31 @@ def cross_entropy(logits: Tensor, target: Tensor, label_smoothing: float = 0.0) 
     return SoftmaxCrossEntropy.apply(logits, target, float(label_smoothing))
 
 
-def token_loss(model: torch.nn.Module, batch: Batch, label_smoothing: float = 0.0) -> Tensor:
-    """Mean cross-entropy over the batch's real target tokens: the training loss.
+def coverage_loss(weights: Tensor, real: Tensor) -> Tensor:
+    """See et al. 2017, Eq. 12: ``sum_t sum_s min(a_ts, c_ts)`` with ``c_t = sum_{t' < t} a_t'``, the
+    attention a step gives to source words already covered, summed over real target steps and divided
+    by their number (so it is on the scale of the per-token cross-entropy).
+
+    Args: weights ``(B, T, S)`` teacher-forced attention; real ``(B, T)`` bool, the real target steps.
+    """
+    covered = weights.cumsum(1) - weights  # (B, T, S) the attention of the steps before each step
+    per_step = torch.minimum(weights, covered).sum(-1)  # (B, T)
+    return (per_step * real).sum() / real.sum().clamp(min=1)
+
+
+def token_loss(
+    model: torch.nn.Module, batch: Batch, label_smoothing: float = 0.0, coverage_weight: float = 0.0
+) -> Tensor:
+    """Mean cross-entropy over the batch's real target tokens: the training loss; plus
+    ``coverage_weight`` (λ) times :func:`coverage_loss` where it is > 0.
 
     The output layer (about half of the model's FLOPs) runs on those N positions only, not
     on the target padding. Used by ``Seq2SeqLitModule.training_step`` and by
     ``benchmarks/throughput.py``.
     """
     real = batch.trg_out != PAD_ID  # (B, T)
-    logits = model(batch.src, batch.src_lengths, batch.trg_in, select=real).logits  # (N, V)
-    return cross_entropy(logits, batch.trg_out[real], label_smoothing)
+    out = model(batch.src, batch.src_lengths, batch.trg_in, select=real)  # logits (N, V), weights (B, T, S)
+    loss = cross_entropy(out.logits, batch.trg_out[real], label_smoothing)
+    if coverage_weight > 0:
+        loss = loss + coverage_weight * coverage_loss(out.weights, real)
+    return loss

@@ -36,7 +36,8 @@ OptTensor = Optional[Tensor]
 class SearchSettings:
     """How to search. ``beam_size`` 1 is greedy; ``alpha`` is the length penalty's exponent
     (Wu et al. 2016); outputs are capped at ``max_len_a * |src| + max_len_b`` tokens;
-    ``keep_weights=False`` returns no attention weights (and skips their bookkeeping)."""
+    ``keep_weights=False`` returns no attention weights (and skips their bookkeeping);
+    ``coverage_penalty`` β adds ``β Σ_s log min(Σ_t a_ts, 1)`` to a finished hypothesis' score."""
 
     beam_size: int = 1
     alpha: float = 0.0
@@ -46,6 +47,7 @@ class SearchSettings:
     bos_id: int = BOS_ID
     eos_id: int = EOS_ID
     pad_id: int = PAD_ID
+    coverage_penalty: float = 0.0  # β of Wu et al. 2016's coverage penalty (beam search, attention models)
 
 
 class Hypotheses(NamedTuple):
@@ -67,6 +69,14 @@ def max_lengths(src_lengths: Tensor, max_len_a: float, max_len_b: int) -> Tensor
 def length_penalty(lengths: Tensor, alpha: float) -> Tensor:
     """Wu et al. 2016, Eq. 14: ``((5 + |Y|) / 6) ** alpha``."""
     return ((5.0 + lengths.float()) / 6.0) ** alpha
+
+
+def coverage_penalty(coverage: Tensor, real: Tensor, beta: float) -> Tensor:
+    """Wu et al. 2016, Eq. 14: ``β Σ_s log min(coverage_s, 1)`` over the real source positions, the log
+    floored at log 1e-6 so that a source word never attended costs a large, finite amount (never -inf).
+
+    Args: coverage ``(..., S)`` attention summed over a hypothesis' steps, real ``(..., S)`` bool."""
+    return beta * (coverage.clamp(1e-6, 1.0).log() * real).sum(-1)
 
 
 def _forbid_specials(log_probs: Tensor, settings: SearchSettings) -> Tensor:
@@ -187,6 +197,7 @@ class _Beams:
         self.scores[:, 0] = 0.0  # one live beam at the start, not K copies of it
         self.tokens = torch.zeros(batch, k, 0, dtype=torch.long, device=device)  # (A, K, t)
         self.weights: Optional[Tensor] = None  # (A, K, t, S)
+        self.coverage: Optional[Tensor] = None  # (A, K, S) attention summed so far (coverage penalty only)
 
     def extended(self, parent: Tensor, token: Tensor, step_weights: Optional[Tensor]) -> tuple[Tensor, OptTensor]:
         """The histories of ``parent`` beams followed by ``token``. Args: parent, token ``(A, N)``;
@@ -202,6 +213,7 @@ class _Beams:
         """Keep the sentences at ``index`` ``(A',)``, in that order."""
         self.alive, self.scores, self.tokens = self.alive[index], self.scores[index], self.tokens[index]
         self.weights = None if self.weights is None else self.weights[index]
+        self.coverage = None if self.coverage is None else self.coverage[index]
 
     def rows(self, index: Tensor) -> Tensor:
         """Flat ``(A * K)`` rows of the beams of the sentences at ``index`` ``(A',)``: ``(A' * K,)``."""
@@ -215,23 +227,26 @@ def _pick(history: Tensor, beam: Tensor) -> Tensor:
 
 
 def _set_aside_finished(
-    beams: _Beams, results: _Results, cand: Tensor, is_eos: Tensor, t: int, step_w: OptTensor
+    beams: _Beams, results: _Results, cand: Tensor, is_eos: Tensor, t: int, step_w: OptTensor, bonus: OptTensor
 ) -> None:
     """Offer each sentence's best candidate that ends in EOS among its K best.
 
-    Args: cand ``(A, K, W)`` scores of each beam's W best continuations, is_eos ``(A, K, W)``."""
+    Args: cand ``(A, K, W)`` scores of each beam's W best continuations, is_eos ``(A, K, W)``;
+    bonus ``(A, K)`` what finishing after each beam adds to the normalised score (the coverage penalty)."""
     width, settings = cand.size(-1), results.settings
     top_scores, top = cand.view(cand.size(0), -1).topk(beams.k, dim=-1)  # (A, K)
     ends = is_eos.view(cand.size(0), -1).gather(1, top) & torch.isfinite(top_scores)  # (A, K)
     if not bool(ends.any()):
         return
-    best, at = top_scores.masked_fill(~ends, float("-inf")).max(-1, keepdim=True)  # (A, 1)
+    ranked = top_scores / length_penalty(torch.tensor(t + 1), settings.alpha)  # (A, K) all of length t+1
+    if bonus is not None:
+        ranked = ranked + bonus.gather(1, top // width)
+    best, at = ranked.masked_fill(~ends, float("-inf")).max(-1, keepdim=True)  # (A, 1)
     parent = top.gather(1, at) // width  # (A, 1)
     eos = torch.full_like(parent, settings.eos_id)  # (A, 1)
     tokens, weights = beams.extended(parent, eos, step_w)  # (A, 1, t+1), (A, 1, t+1, S)
-    lp = length_penalty(torch.tensor(t + 1), settings.alpha)
     weights = None if weights is None else weights.squeeze(1)
-    results.offer(beams.alive, best.squeeze(1) / lp, tokens.squeeze(1), weights)
+    results.offer(beams.alive, best.squeeze(1), tokens.squeeze(1), weights)
 
 
 @torch.no_grad()
@@ -248,6 +263,7 @@ def beam_search(model: Seq2Seq, src: Tensor, src_lengths: Tensor, settings: Sear
     results = _Results(src.size(0), steps, settings, device)
     results.scores.fill_(float("-inf"))
     beams = _Beams(src.size(0), k, device)
+    real = torch.arange(src.size(1), device=device) < src_lengths.unsqueeze(1)  # (A, S) for the coverage penalty
     prev = torch.full((src.size(0) * k,), settings.bos_id, dtype=torch.long, device=device)  # (A*K,)
     for t in range(steps):
         out = model.decode_step(prev, state, memory)
@@ -257,21 +273,27 @@ def beam_search(model: Seq2Seq, src: Tensor, src_lengths: Tensor, settings: Sear
         cand = beams.scores.unsqueeze(-1) + values.view(-1, k, width).float()  # (A, K, W) fp32 under autocast
         tokens = tokens.view(-1, k, width)  # (A, K, W)
         is_eos = tokens == settings.eos_id  # (A, K, W)
-        step_w = None
-        if settings.keep_weights and out.weights is not None:
-            step_w = out.weights.view(-1, k, out.weights.size(-1))  # (A, K, S)
-        _set_aside_finished(beams, results, cand, is_eos, t, step_w)
+        all_w = None if out.weights is None else out.weights.view(-1, k, out.weights.size(-1))  # (A, K, S)
+        step_w = all_w if settings.keep_weights else None
+        covered, bonus = None, None  # (A, K, S) each beam's coverage after this step; (A, K) its penalty
+        if settings.coverage_penalty and all_w is not None:
+            covered = all_w.float() if beams.coverage is None else beams.coverage + all_w.float()
+            bonus = coverage_penalty(covered, real.unsqueeze(1), settings.coverage_penalty)
+        _set_aside_finished(beams, results, cand, is_eos, t, step_w, bonus)
         scores, pick = cand.masked_fill(is_eos, float("-inf")).view(-1, k * width).topk(k, dim=-1)  # (A, K)
         parent = pick // width  # (A, K)
         token = tokens.view(-1, k * width).gather(1, pick)  # (A, K)
         beams.tokens, beams.weights = beams.extended(parent, token, step_w)
         beams.scores = scores
+        beams.coverage = None if covered is None else _pick(covered, parent)
         capped = t + 1 >= limit  # (A,)
         if bool(capped.any()):  # the best live beam competes as a cut hypothesis
             at = capped.nonzero().squeeze(1)  # (C,)
-            lp = length_penalty(torch.tensor(t + 1), alpha)
+            cut = scores[at, 0] / length_penalty(torch.tensor(t + 1), alpha)  # (C,)
+            if beams.coverage is not None:
+                cut = cut + coverage_penalty(beams.coverage[at, 0], real[at], settings.coverage_penalty)
             weights = None if beams.weights is None else beams.weights[at, 0]
-            results.offer(beams.alive[at], scores[at, 0] / lp, beams.tokens[at, 0], weights)
+            results.offer(beams.alive[at], cut, beams.tokens[at, 0], weights)
         bound = scores[:, 0] / length_penalty(limit, alpha)  # (A,) the best any live beam can end with
         done = capped | (results.scores[beams.alive] >= bound)  # (A,)
         if bool(done.all()):
@@ -282,7 +304,7 @@ def beam_search(model: Seq2Seq, src: Tensor, src_lengths: Tensor, settings: Sear
             keep = (~done).nonzero().squeeze(1)  # (A',)
             survivors = beams.rows(keep)  # (A'*K,)
             origin, prev, memory = origin[survivors], prev[survivors], memory.index_select(survivors)
-            limit = limit[keep]
+            limit, real = limit[keep], real[keep]
             beams.keep(keep)
         state = out.state.index_select(origin)
     return results.hypotheses(t + 1)

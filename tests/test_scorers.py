@@ -5,6 +5,7 @@ import torch
 
 from seq2seq_attn.errors import ConfigError
 from seq2seq_attn.modules import SCORERS, Attention, NoAttention, build_attention, build_scorer
+from seq2seq_attn.modules.attention import AttentionOptions
 from seq2seq_attn.modules.scorers import ConcatScorer, TanhEnergy
 
 B, S, T, D = 3, 5, 4, 6
@@ -12,8 +13,14 @@ LENGTHS = torch.tensor([5, 3, 1])
 MASK = torch.arange(S).unsqueeze(0) < LENGTHS.unsqueeze(1)  # (B, S)
 
 
+def attend(attention, query, memory):
+    """One call from a fresh state: ``(context, weights)``."""
+    out = attention(query, memory, attention.init_state(memory))
+    return out.context, out.weights
+
+
 def make(name, dtype=torch.float32):
-    attention = build_attention(name, D, D, attn_size=7).to(dtype)
+    attention = build_attention(name, D, D, AttentionOptions(attn_size=7)).to(dtype)
     values = torch.randn(B, S, D, dtype=dtype)
     memory = attention.prepare(values, MASK, values[:, 0])
     return attention, memory
@@ -23,14 +30,14 @@ def make(name, dtype=torch.float32):
 @pytest.mark.parametrize("steps", [1, T])
 def test_weights_are_a_masked_distribution(name, steps):
     attention, memory = make(name)
-    context, weights = attention(torch.randn(B, steps, D), memory)
+    context, weights = attend(attention, torch.randn(B, steps, D), memory)
     assert weights.shape == (B, steps, S) and context.shape == (B, steps, D)
     assert (weights >= 0).all()
     torch.testing.assert_close(weights.sum(-1), torch.ones(B, steps), atol=1e-6, rtol=0)
     assert (weights.masked_select(~MASK.unsqueeze(1)) == 0).all()
 
 
-def reference_energy(scorer, q, h):
+def reference_energy(scorer, q, h, position):
     """The paper's energy of one query ``(D,)`` and one source state ``(H,)``, in float64, written
     from the equations (not from the scorers' batched code)."""
     weight = {name: p.detach().double() for name, p in scorer.named_parameters()}
@@ -44,6 +51,8 @@ def reference_energy(scorer, q, h):
         return weight["v.weight"][0] @ torch.tanh(weight["query_proj.weight"] @ q + weight["key_proj.weight"] @ h)
     if scorer.name == "concat":  # v^T tanh(W [q; h])
         return weight["v.weight"][0] @ torch.tanh(weight["weight.weight"] @ torch.cat([q, h]))
+    if scorer.name == "location":  # (W_a q)_s: the query alone, one row per source position s
+        return (weight["positions.weight"] @ q + weight["positions.bias"])[position]
     raise AssertionError(f"no reference energy for scorer {scorer.name!r}: add its equation here")
 
 
@@ -51,13 +60,13 @@ def reference_energy(scorer, q, h):
 def test_context_and_weights_equal_the_equations_in_float64(name):
     attention, memory = make(name)
     query = torch.randn(B, T, D)
-    context, weights = attention(query, memory)
+    context, weights = attend(attention, query, memory)
     values = memory.values.double()
     for b in range(B):
         n = int(LENGTHS[b])
         for t in range(T):
             q = query[b, t].double()
-            energies = torch.stack([reference_energy(attention.scorer, q, values[b, s]) for s in range(n)])
+            energies = torch.stack([reference_energy(attention.scorer, q, values[b, s], s) for s in range(n)])
             expected = torch.exp(energies - energies.max()) / torch.exp(energies - energies.max()).sum()
             torch.testing.assert_close(weights[b, t, :n].double(), expected, atol=1e-5, rtol=1e-5)
             expected_context = sum(expected[s] * values[b, s] for s in range(n))
@@ -68,10 +77,10 @@ def test_context_and_weights_equal_the_equations_in_float64(name):
 def test_padded_positions_change_nothing(name):
     attention, memory = make(name)
     query = torch.randn(B, T, D)
-    context, weights = attention(query, memory)
+    context, weights = attend(attention, query, memory)
     noisy_values = torch.where(MASK.unsqueeze(-1), memory.values, torch.randn(B, S, D) * 100)
     noisy = attention.prepare(noisy_values, MASK, memory.summary)
-    context2, weights2 = attention(query, noisy)
+    context2, weights2 = attend(attention, query, noisy)
     torch.testing.assert_close(context, context2, rtol=0, atol=0)
     torch.testing.assert_close(weights, weights2, rtol=0, atol=0)
 
@@ -81,7 +90,7 @@ def test_finite_at_source_length_one(name):
     attention = build_attention(name, D, D)
     values = torch.randn(2, 1, D)
     memory = attention.prepare(values, torch.ones(2, 1, dtype=torch.bool), values[:, 0])
-    context, weights = attention(torch.randn(2, 3, D) * 50, memory)
+    context, weights = attend(attention, torch.randn(2, 3, D) * 50, memory)
     assert torch.isfinite(context).all() and (weights == 1).all()
 
 
@@ -108,7 +117,7 @@ def test_attention_gradcheck_and_zero_grad_on_padding(name):
     query = torch.randn(B, 2, D, dtype=torch.double, requires_grad=True)
 
     def run(q, v):
-        return attention(q, attention.prepare(v, MASK, v[:, 0]))[0]
+        return attend(attention, q, attention.prepare(v, MASK, v[:, 0]))[0]
 
     assert torch.autograd.gradcheck(run, (query, values))
     run(query, values).sum().backward()
@@ -133,7 +142,7 @@ def test_prepare_keys_runs_once_per_batch():
     values = torch.randn(B, S, D)
     memory = attention.prepare(values, MASK, values[:, 0])
     for _ in range(5):
-        attention(torch.randn(B, 1, D), memory)
+        attend(attention, torch.randn(B, 1, D), memory)
     assert len(calls) == 1
 
 
@@ -154,7 +163,7 @@ def test_no_attention_returns_the_summary():
     attention = NoAttention()
     values = torch.randn(B, S, D)
     memory = attention.prepare(values, MASK, values[:, -1])
-    context, weights = attention(torch.randn(B, T, D), memory)
+    context, weights = attend(attention, torch.randn(B, T, D), memory)
     assert weights is None
     torch.testing.assert_close(context, values[:, -1:].expand(-1, T, -1))
     assert isinstance(build_attention("general", D, D), Attention)

@@ -14,7 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from seq2seq_attn.errors import ConfigError
-from seq2seq_attn.modules.attention import Memory, NoAttention
+from seq2seq_attn.modules.attention import AttentionState, Memory, NoAttention
 from seq2seq_attn.modules.dropout import Dropout
 from seq2seq_attn.modules.rnn import RNNState, make_rnn, map_state, top_hidden
 
@@ -31,12 +31,14 @@ class DecoderSizes:
 class DecoderState(NamedTuple):
     rnn: RNNState  # (L, B, D), or (h, c) for an LSTM
     feed: Optional[Tensor]  # (B, 1, D) previous attentional vector (input feeding), else None
+    attn: Optional[AttentionState] = None  # steps taken, coverage; None without attention
 
     def index_select(self, index: Tensor) -> "DecoderState":
         """Pick or repeat batch rows (beam search). Args: index ``(B',)``."""
         rnn = map_state(lambda s: s.index_select(1, index), self.rnn)
         feed = None if self.feed is None else self.feed.index_select(0, index)
-        return DecoderState(rnn, feed)
+        attn = None if self.attn is None else self.attn.index_select(index)
+        return DecoderState(rnn, feed, attn)
 
 
 class StepOutput(NamedTuple):
@@ -69,9 +71,9 @@ class RNNDecoder(nn.Module):
     def feature_size(self, sizes: DecoderSizes) -> int:
         raise NotImplementedError
 
-    def init_state(self, rnn_state: RNNState) -> DecoderState:
+    def init_state(self, rnn_state: RNNState, memory: Memory) -> DecoderState:
         """Args: rnn_state ``(L, B, D)`` from the bridge."""
-        return DecoderState(rnn_state, None)
+        return DecoderState(rnn_state, None, self.attention.init_state(memory))
 
     def step(self, emb: Tensor, state: DecoderState, memory: Memory) -> StepOutput:
         """Args: emb ``(B, T, E)`` embedded previous tokens (T=1 unless ``parallel``)."""
@@ -131,12 +133,12 @@ class BahdanauDecoder(RNNDecoder):
 
     def step(self, emb: Tensor, state: DecoderState, memory: Memory) -> StepOutput:
         query = top_hidden(state.rnn).unsqueeze(1)  # (B, 1, D)
-        context, weights = self.attention(query, memory)  # (B, 1, H), (B, 1, S)
+        attended = self.attention(query, memory, state.attn)  # context (B, 1, H), weights (B, 1, S)
         # T > 1 only for the bottleneck, whose context does not depend on the state
-        context = context.expand(-1, emb.size(1), -1)  # (B, T, H)
+        context = attended.context.expand(-1, emb.size(1), -1)  # (B, T, H)
         output, rnn_state = self.rnn(torch.cat([emb, context], dim=-1), state.rnn)  # (B, T, D)
         features = torch.cat([output, context, emb], dim=-1)  # (B, T, D+H+E)
-        return StepOutput(features, DecoderState(rnn_state, None), weights)
+        return StepOutput(features, DecoderState(rnn_state, None, attended.state), attended.weights)
 
 
 class BottleneckDecoder(BahdanauDecoder):
@@ -175,7 +177,7 @@ class LuongDecoder(RNNDecoder):
         self.input_feed = input_feed  # read by rnn_input_size during super().__init__
         super().__init__(cell, sizes, attention, dropout)
         self.combine = nn.Linear(sizes.memory + sizes.hidden, sizes.hidden, bias=False)
-        self.parallel = not input_feed
+        self.parallel = not input_feed and not attention.sequential  # coverage needs each step's weights
 
     def rnn_input_size(self, sizes: DecoderSizes) -> int:
         return sizes.emb + (sizes.hidden if self.input_feed else 0)
@@ -183,19 +185,17 @@ class LuongDecoder(RNNDecoder):
     def feature_size(self, sizes: DecoderSizes) -> int:
         return sizes.hidden
 
-    def init_state(self, rnn_state: RNNState) -> DecoderState:
-        if not self.input_feed:
-            return DecoderState(rnn_state, None)
-        feed = torch.zeros_like(top_hidden(rnn_state)).unsqueeze(1)  # (B, 1, D)
-        return DecoderState(rnn_state, feed)
+    def init_state(self, rnn_state: RNNState, memory: Memory) -> DecoderState:
+        feed = torch.zeros_like(top_hidden(rnn_state)).unsqueeze(1) if self.input_feed else None  # (B, 1, D)
+        return DecoderState(rnn_state, feed, self.attention.init_state(memory))
 
     def step(self, emb: Tensor, state: DecoderState, memory: Memory) -> StepOutput:
         inputs = emb if state.feed is None else torch.cat([emb, state.feed], dim=-1)  # (B, T, E[+D])
         output, rnn_state = self.rnn(inputs, state.rnn)  # (B, T, D)
-        context, weights = self.attention(output, memory)  # (B, T, H), (B, T, S)
-        attentional = torch.tanh(self.combine(torch.cat([context, output], dim=-1)))  # (B, T, D)
+        attended = self.attention(output, memory, state.attn)  # context (B, T, H), weights (B, T, S)
+        attentional = torch.tanh(self.combine(torch.cat([attended.context, output], dim=-1)))  # (B, T, D)
         feed = attentional[:, -1:] if self.input_feed else None  # (B, 1, D)
-        return StepOutput(attentional, DecoderState(rnn_state, feed), weights)
+        return StepOutput(attentional, DecoderState(rnn_state, feed, attended.state), attended.weights)
 
 
 DECODERS: dict[str, type[RNNDecoder]] = {

@@ -31,11 +31,30 @@ def register_scorer(name: str) -> Callable[[type["Scorer"]], type["Scorer"]]:
     return add
 
 
-def build_scorer(name: str, query_size: int, key_size: int, attn_size: Optional[int] = None) -> "Scorer":
-    """Instantiate the scorer registered as ``name``; unknown names fail in one line."""
+def build_scorer(
+    name: str,
+    query_size: int,
+    key_size: int,
+    attn_size: Optional[int] = None,
+    coverage: bool = False,
+    max_source_length: int = 100,
+) -> "Scorer":
+    """Instantiate the scorer registered as ``name``; unknown names and impossible options fail in one line.
+
+    ``coverage`` goes to the scorers of the additive family, ``max_source_length`` to ``location``."""
     if name not in SCORERS:
         raise ConfigError(f"unknown attention scorer {name!r}: choose one of {sorted(SCORERS)}")
-    return SCORERS[name](query_size, key_size, attn_size)
+    cls, options = SCORERS[name], {}
+    if coverage:
+        if not issubclass(cls, TanhScorer):
+            takes = sorted(n for n, c in SCORERS.items() if issubclass(c, TanhScorer))
+            raise ConfigError(
+                f"coverage enters the energy of the {takes} scorers, not {name!r}: pick one or coverage false"
+            )
+        options["coverage"] = True
+    if issubclass(cls, LocationScorer):
+        options["max_source_length"] = max_source_length
+    return cls(query_size, key_size, attn_size, **options)
 
 
 class Scorer(nn.Module):
@@ -50,6 +69,7 @@ class Scorer(nn.Module):
     # submodules whose weights forward reads as tensors instead of calling them: they stay
     # in float when seq2seq_attn.quantize swaps the called Linear layers for int8 ones
     raw_weights: tuple[str, ...] = ()
+    uses_coverage = False  # True: forward also takes the coverage ``(B, S)`` (attention summed so far)
 
     def __init__(self, query_size: int, key_size: int, attn_size: Optional[int] = None) -> None:
         super().__init__()
@@ -113,18 +133,24 @@ class TanhScorer(Scorer):
 
     raw_weights = ("v",)
 
-    def __init__(self, query_size: int, key_size: int, attn_size: Optional[int] = None) -> None:
+    def __init__(self, query_size: int, key_size: int, attn_size: Optional[int] = None, coverage: bool = False) -> None:
         super().__init__(query_size, key_size)
         self.attn_size = attn_size or query_size
         self.v = nn.Linear(self.attn_size, 1, bias=False)
+        # Tu et al. 2016, See et al. 2017: e = vᵀ tanh(W q + U h + w_c c_t), c_t the attention summed so far
+        self.uses_coverage = coverage
+        self.coverage_weight = nn.Parameter(torch.empty(self.attn_size).uniform_(-0.1, 0.1)) if coverage else None
 
     def project_query(self, query: Tensor) -> Tensor:
         """Args: query ``(B, T, D)``. Returns ``(B, T, A)``."""
         raise NotImplementedError
 
-    def forward(self, query: Tensor, keys: Tensor) -> Tensor:
+    def forward(self, query: Tensor, keys: Tensor, coverage: Optional[Tensor] = None) -> Tensor:
+        """Args: query ``(B, T, D)``, keys ``(B, S, A)``; coverage ``(B, S)`` when ``uses_coverage`` (T = 1)."""
         q = self.project_query(query)  # (B, T, A)
         v = self.v.weight.view(-1)  # (A,)
+        if self.uses_coverage:
+            keys = keys + coverage.unsqueeze(-1) * self.coverage_weight  # (B, S, A) this step's keys
         # One target step at a time: the full (B, T, S, A) tanh block does not fit in cache and
         # trained 20% slower on CPU than (B, S, A) blocks (benchmarks/step_speed.py, T = S = 30).
         energies = [TanhEnergy.apply(q[:, t].unsqueeze(1), keys, v) for t in range(q.size(1))]  # (B, S) each
@@ -159,8 +185,10 @@ class TanhEnergy(torch.autograd.Function):
 class AdditiveScorer(TanhScorer):
     """Bahdanau et al. 2015, App. A.1.2: ``e = vᵀ tanh(W q + U h)``; ``U h`` is precomputed."""
 
-    def __init__(self, query_size: int, key_size: int, attn_size: Optional[int] = None) -> None:
-        super().__init__(query_size, key_size, attn_size)
+    def __init__(
+        self, query_size: int, key_size: int, attn_size: Optional[int] = None, coverage: bool = False
+    ) -> None:
+        super().__init__(query_size, key_size, attn_size, coverage)
         self.query_proj = nn.Linear(query_size, self.attn_size, bias=False)
         self.key_proj = nn.Linear(key_size, self.attn_size, bias=False)
 
@@ -181,8 +209,10 @@ class ConcatScorer(TanhScorer):
 
     raw_weights = ("v", "weight")
 
-    def __init__(self, query_size: int, key_size: int, attn_size: Optional[int] = None) -> None:
-        super().__init__(query_size, key_size, attn_size)
+    def __init__(
+        self, query_size: int, key_size: int, attn_size: Optional[int] = None, coverage: bool = False
+    ) -> None:
+        super().__init__(query_size, key_size, attn_size, coverage)
         self.weight = nn.Linear(query_size + key_size, self.attn_size, bias=False)
 
     def project_query(self, query: Tensor) -> Tensor:
@@ -190,3 +220,26 @@ class ConcatScorer(TanhScorer):
 
     def prepare_keys(self, memory: Tensor) -> Tensor:
         return memory @ self.weight.weight[:, self.query_size :].t()  # (B, S, A)
+
+
+@register_scorer("location")
+class LocationScorer(Scorer):
+    """Luong et al. 2015, Eq. 9 "location": ``a_t = softmax(W_a h_t)``: one energy per source position
+    from the query alone, without looking at the keys. ``W_a`` has ``max_source_length`` rows: positions
+    beyond it get energy ``-inf`` (no weight); those beyond each sentence are masked by :class:`Attention`.
+    """
+
+    def __init__(
+        self, query_size: int, key_size: int, attn_size: Optional[int] = None, max_source_length: int = 100
+    ) -> None:
+        super().__init__(query_size, key_size)
+        self.max_source_length = max_source_length
+        self.positions = nn.Linear(query_size, max_source_length)  # W_a
+
+    def forward(self, query: Tensor, keys: Tensor) -> Tensor:
+        energies = self.positions(query)  # (B, T, Smax)
+        source = keys.size(1)  # S
+        if source > self.max_source_length:
+            beyond = energies.new_full((*energies.shape[:2], source - self.max_source_length), float("-inf"))
+            energies = torch.cat([energies, beyond], dim=-1)  # (B, T, S)
+        return energies[..., :source]  # (B, T, S)

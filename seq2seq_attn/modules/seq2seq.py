@@ -5,7 +5,7 @@ from typing import NamedTuple, Optional
 import torch
 from torch import Tensor, nn
 
-from seq2seq_attn.modules.attention import Memory, build_attention
+from seq2seq_attn.modules.attention import AttentionOptions, Memory, build_attention
 from seq2seq_attn.modules.decoder import DecoderSizes, DecoderState, RNNDecoder, build_decoder
 from seq2seq_attn.modules.encoder import RNNEncoder
 from seq2seq_attn.modules.rnn import Bridge, top_hidden
@@ -43,7 +43,7 @@ class Seq2Seq(nn.Module):
         mask = source_mask(src_lengths, src.size(1))  # (B, S)
         summary = top_hidden(enc.final)  # (B, H)
         memory = self.decoder.attention.prepare(enc.memory, mask, summary)
-        state = self.decoder.init_state(self.bridge(enc.final))
+        state = self.decoder.init_state(self.bridge(enc.final), memory)
         return memory, state
 
     def decode_step(self, prev_tokens: Tensor, state: DecoderState, memory: Memory) -> StepResult:
@@ -79,6 +79,11 @@ def build_seq2seq(
     dropout: float = 0.0,
     input_feed: bool = True,
     attn_size: Optional[int] = None,
+    alignment: str = "global",
+    window: int = 10,
+    heads: int = 1,
+    coverage: bool = False,
+    max_source_length: int = 100,
     pad_id: int = 0,
 ) -> Seq2Seq:
     """Build a model from names and sizes.
@@ -87,11 +92,14 @@ def build_seq2seq(
         hidden_size: encoder hidden size per direction, so ``H = hidden_size * dirs``.
         dec_hidden_size: decoder hidden size D; defaults to H (which ``dot`` needs).
         attn_size: A for the ``additive`` and ``concat`` scorers; defaults to D.
+        alignment, window, heads, coverage, max_source_length: see
+            :class:`~seq2seq_attn.modules.attention.AttentionOptions`.
     """
     encoder = RNNEncoder(cell, src_vocab_size, emb_size, hidden_size, num_layers, bidirectional, dropout, pad_id)
     memory_size = encoder.output_size  # H
     dec_size = dec_hidden_size or memory_size  # D
-    attn = build_attention(attention, dec_size, memory_size, attn_size)
+    options = AttentionOptions(attn_size, alignment, window, heads, coverage, max_source_length)
+    attn = build_attention(attention, dec_size, memory_size, options)
     sizes = DecoderSizes(trg_vocab_size, emb_size, dec_size, memory_size, num_layers)
     decoder = build_decoder(flow, cell, sizes, attn, dropout, input_feed)
     return Seq2Seq(encoder, Bridge(cell, memory_size, dec_size), decoder)
