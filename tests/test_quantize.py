@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from helpers import CELLS, V_TRG, VARIANTS, tiny_model
+from helpers import ATTENTION_VARIANTS, CELLS, V_TRG, VARIANTS, tiny_model, variant_id
 from torch import nn
 
 from seq2seq_attn.errors import ConfigError
@@ -58,3 +58,14 @@ def test_int8_off_cpu_fails_in_one_line():
     model = tiny_model("luong", "general", "gru").to("meta")
     with pytest.raises(ConfigError, match="CPU only.*--device cpu"):
         int8_copy(model)
+
+
+@pytest.mark.parametrize("variant", ATTENTION_VARIANTS, ids=[variant_id(v) for v in ATTENTION_VARIANTS])
+def test_int8_decodes_every_attention_variant_like_fp32(variant, src_batch):
+    flow, attention, feed, options = variant
+    model = tiny_model(flow, attention, "gru", feed, **options)
+    int8 = int8_copy(model)
+    src, lengths = src_batch
+    settings = SearchSettings(beam_size=3, max_len_a=0.0, max_len_b=6, coverage_penalty=0.1)
+    low, reference = search(int8, src, lengths, settings), search(model, src, lengths, settings)
+    torch.testing.assert_close(low.scores, reference.scores, atol=0.35, rtol=0)
