@@ -6,7 +6,6 @@ loss (:mod:`seq2seq_attn.loss`) and the evaluation records
 :class:`~seq2seq_attn.data.collate.Batch`.
 """
 
-import math
 import time
 from pathlib import Path
 from typing import Any, Literal, Optional
@@ -23,7 +22,8 @@ from seq2seq_attn.evaluation import Evaluation, all_gather
 from seq2seq_attn.loss import token_loss
 from seq2seq_attn.metrics import DEFAULT_BUCKETS, METRICS, format_table, metric_items, sacrebleu_signature
 from seq2seq_attn.modules import build_seq2seq
-from seq2seq_attn.optim import adam
+from seq2seq_attn.modules.transformer import build_transformer
+from seq2seq_attn.optim import adam, lr_factor
 from seq2seq_attn.results import (
     TRANSLATIONS,
     append_jsonl,
@@ -64,7 +64,35 @@ ARCHITECTURE_KEYS = (
     "heads",
     "coverage",
     "max_source_length",
+    "arch",
+    "ffn_size",
+    "positions",
+    "norm",
+    "tie_embeddings",
 )
+# the Transformer's own shape, beside the shared emb_size (its model size), num_layers, heads, vocab sizes
+TRANSFORMER_KEYS = ("ffn_size", "positions", "norm", "tie_embeddings")
+
+
+def build_model(hp: dict) -> torch.nn.Module:
+    """The network the hyperparameters describe: an RNN encoder-decoder or a Transformer."""
+    if hp["arch"] == "transformer":
+        given = {k: hp[k] for k in ("flow", "attention") if hp[k] is not None}
+        if given:
+            raise ConfigError(
+                f"arch 'transformer' takes no {' or '.join(given)} (got {given}): set model.flow and "
+                "model.attention to null; its attention is multi-head, set by model.heads"
+            )
+        sizes = {k: hp[k] for k in TRANSFORMER_KEYS}
+        return build_transformer(hp["src_vocab_size"], hp["trg_vocab_size"], size=hp["emb_size"], heads=hp["heads"],
+                                 layers=hp["num_layers"], dropout=hp["dropout"], max_positions=hp["max_source_length"],
+                                 pad_id=PAD_ID, **sizes)  # fmt: skip
+    if hp["arch"] != "rnn":
+        raise ConfigError(f"unknown arch {hp['arch']!r}: choose one of ['rnn', 'transformer']")
+    if hp["flow"] is None or hp["attention"] is None:
+        raise ConfigError("arch 'rnn' needs a flow and an attention (e.g. flow bahdanau, attention additive)")
+    keys = [k for k in ARCHITECTURE_KEYS if k not in ("arch", *TRANSFORMER_KEYS)]
+    return build_seq2seq(**{k: hp[k] for k in keys}, dropout=hp["dropout"], pad_id=PAD_ID)
 
 
 class Seq2SeqLitModule(pl.LightningModule):
@@ -90,7 +118,13 @@ class Seq2SeqLitModule(pl.LightningModule):
         coverage: the attention summed so far enters the additive/concat energy (Tu 2016, See 2017);
             ``coverage_loss`` (λ) adds See et al.'s coverage loss to training, ``coverage_penalty`` (β)
             Wu et al.'s coverage penalty to beam search.
-        max_source_length: source positions the ``location`` scorer has weights for.
+        max_source_length: source positions the ``location`` scorer has weights for (and a Transformer's
+            learned positions).
+        arch: ``rnn`` (the encoder-decoders above) or ``transformer`` (Vaswani et al. 2017: ``emb_size`` is
+            its model size, ``num_layers`` its layers per side, ``heads`` its heads; ``ffn_size``,
+            ``positions`` sinusoidal/learned, ``norm`` pre/post, ``tie_embeddings``; no flow or attention).
+        scheduler, warmup_steps: ``cosine`` or ``inverse_sqrt`` after a linear warm-up (``plateau``: halve
+            the lr when val/loss stalls).
         param_init: if > 0, every parameter starts uniform in ``±param_init``
             (OpenNMT-py's ``-param_init``); 0 keeps PyTorch's initialisations.
     """
@@ -99,8 +133,9 @@ class Seq2SeqLitModule(pl.LightningModule):
         self,
         src_vocab_size: PositiveInt = 24,
         trg_vocab_size: PositiveInt = 24,
-        attention: str = "additive",
-        flow: str = "bahdanau",
+        attention: Optional[str] = "additive",
+        flow: Optional[str] = "bahdanau",
+        arch: str = "rnn",
         input_feed: bool = True,
         cell: str = "gru",
         emb_size: PositiveInt = 64,
@@ -117,11 +152,16 @@ class Seq2SeqLitModule(pl.LightningModule):
         max_source_length: PositiveInt = 100,
         coverage_loss: NonNegativeFloat = 0.0,
         coverage_penalty: NonNegativeFloat = 0.0,
+        ffn_size: PositiveInt = 1024,
+        positions: str = "sinusoidal",
+        norm: str = "pre",
+        tie_embeddings: bool = False,
         param_init: NonNegativeFloat = 0.0,
         lr: PositiveFloat = 1e-3,
         weight_decay: NonNegativeFloat = 0.0,
         label_smoothing: NonNegativeFloat = 0.0,
-        scheduler: Literal["none", "plateau", "cosine"] = "none",
+        scheduler: Literal["none", "plateau", "cosine", "inverse_sqrt"] = "none",
+        warmup_steps: NonNegativeInt = 0,
         val_decode_limit: NonNegativeInt = 256,
         test_buckets: tuple[PositiveInt, ...] = DEFAULT_BUCKETS,
         attention_examples: NonNegativeInt = 4,
@@ -140,7 +180,7 @@ class Seq2SeqLitModule(pl.LightningModule):
         if list(test_buckets) != sorted(set(test_buckets)):
             raise ConfigError(f"test_buckets must be increasing edges, got {list(test_buckets)}")
         self.save_hyperparameters()
-        self.model = build_seq2seq(**{k: self.hparams[k] for k in ARCHITECTURE_KEYS}, dropout=dropout, pad_id=PAD_ID)
+        self.model = build_model(self.hparams)
         if param_init > 0:
             init_uniform(self.model, param_init)
         self.src_vocab: Optional[Vocab] = None
@@ -316,10 +356,9 @@ class Seq2SeqLitModule(pl.LightningModule):
         if hp.scheduler == "plateau":
             scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, factor=0.5, patience=2)
             return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "monitor": "val/loss"}}
-        if hp.scheduler == "cosine":
-            total = max(1, int(self.trainer.estimated_stepping_batches))
-            scheduler = torch.optim.lr_scheduler.LambdaLR(
-                optimizer, lambda step: 0.5 * (1 + math.cos(math.pi * min(step, total) / total))
-            )
+        if hp.scheduler in ("cosine", "inverse_sqrt"):
+            total = int(self.trainer.estimated_stepping_batches)
+            factor = lr_factor(hp.scheduler, total, hp.warmup_steps)
+            scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
             return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
         return optimizer

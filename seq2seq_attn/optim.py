@@ -1,7 +1,9 @@
-"""The optimiser: Adam, fused where this torch has the kernel."""
+"""The optimiser (Adam, fused where this torch has the kernel) and the learning-rate schedules."""
 
+import math
 import warnings
 from collections.abc import Iterable
+from typing import Callable
 
 import torch
 
@@ -25,3 +27,24 @@ def adam(parameters: Iterable[torch.nn.Parameter], lr: float, weight_decay: floa
                 stacklevel=2,
             )
     return torch.optim.Adam(parameters, lr=lr, weight_decay=weight_decay, fused=False)
+
+
+def lr_factor(schedule: str, total_steps: int, warmup_steps: int = 0) -> Callable[[int], float]:
+    """The factor on the learning rate at each optimizer step.
+
+    ``cosine``: linear warm-up, then half a cosine down to 0 at ``total_steps``. ``inverse_sqrt``
+    (Vaswani et al. 2017, Eq. 3, scaled so the peak is the configured lr): linear warm-up to 1 at
+    ``warmup_steps``, then ``sqrt(warmup_steps / step)``. ``none``: 1."""
+    warmup = max(1, warmup_steps)
+    total = max(1, total_steps)
+
+    def cosine(step: int) -> float:
+        if step < warmup_steps:
+            return (step + 1) / warmup
+        progress = min(step - warmup_steps, total - warmup_steps) / max(1, total - warmup_steps)
+        return 0.5 * (1 + math.cos(math.pi * progress))
+
+    def inverse_sqrt(step: int) -> float:
+        return (step + 1) / warmup if step < warmup_steps else math.sqrt(warmup / max(step, 1))
+
+    return {"cosine": cosine, "inverse_sqrt": inverse_sqrt}.get(schedule, lambda step: 1.0)

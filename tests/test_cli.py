@@ -41,7 +41,10 @@ def test_every_experiment_config_instantiates(config, tmp_path):
 
         configs += ["--data.init_args.hf_dataset", save_tiny_translation(tmp_path / "wmt14_tiny")]
     cli = make_cli([*configs, *quiet(tmp_path)], run=False)
-    assert cli.model.model.decoder.flow == cli.config.model.flow
+    if cli.config.model.arch == "rnn":
+        assert cli.model.model.decoder.flow == cli.config.model.flow
+    else:
+        assert type(cli.model.model).__name__ == "Transformer" and cli.config.model.flow is None
     assert cli.model.hparams.src_vocab_size == cli.datamodule.src_vocab_size
 
 

@@ -32,7 +32,8 @@ import yaml
 from seq2seq_attn.errors import ConfigError
 from seq2seq_attn.modules.decoder import check_flow_attention
 
-MODEL_DEFAULTS = {"model.flow": "bahdanau", "model.attention": "additive", "model.input_feed": True}
+MODEL_DEFAULTS = {"model.flow": "bahdanau", "model.attention": "additive", "model.input_feed": True,
+                  "model.arch": "rnn"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -131,7 +132,8 @@ class Grid:
         for cell in products:
             merged = {**base, **cell.as_dict()}
             try:
-                check_flow_attention(merged["model.flow"], merged["model.attention"])
+                if merged.get("model.arch", "rnn") == "rnn":  # a Transformer has no flow or scorer to pair
+                    check_flow_attention(merged["model.flow"], merged["model.attention"])
             except ConfigError as err:
                 skipped.append((cell, str(err)))
                 continue

@@ -103,14 +103,18 @@ def seed_columns(df: pd.DataFrame) -> list[str]:
 
 def model_label(row: pd.Series, columns: list[str]) -> str:
     """``luong + general (no feed)``; the baseline is ``none (no attention)``."""
-    values = {c: row[c] for c in columns}
+    values = {c: row[c] for c in columns if pd.notna(row[c])}  # a key another cell's sub-grid sets is blank here
+    if values.get("arch") == "transformer":
+        others = [f"{c}={v}" for c, v in values.items() if c not in ("arch", "flow", "attention", "input_feed", "heads",
+                  "ffn_size", "warmup_steps")]  # fmt: skip
+        return ", ".join(["transformer", *others])
     if values.get("attention") == "none" or values.get("flow") == "none":
         label = "none (no attention)"
     else:
         label = " + ".join(str(values[c]) for c in ("flow", "attention") if c in values)
     if str(values.get("input_feed")).lower() == "false":
         label += " (no feed)"
-    others = [f"{c}={values[c]}" for c in columns if c not in ("flow", "attention", "input_feed")]
+    others = [f"{c}={v}" for c, v in values.items() if c not in ("flow", "attention", "input_feed", "arch")]
     return ", ".join([label, *others]) if label else ", ".join(others)
 
 
