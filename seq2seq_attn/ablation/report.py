@@ -103,7 +103,8 @@ def seed_columns(df: pd.DataFrame) -> list[str]:
 
 def model_label(row: pd.Series, columns: list[str]) -> str:
     """``luong + general (no feed)``; the baseline is ``none (no attention)``."""
-    values = {c: row[c] for c in columns if pd.notna(row[c])}  # a key another cell's sub-grid sets is blank here
+    # a key another cell's sub-grid sets is blank here; 4.0 read back from a column with blanks is 4
+    values = {c: int(v) if isinstance(v, float) and v.is_integer() else v for c in columns if pd.notna(v := row[c])}
     if values.get("arch") == "transformer":
         others = [f"{c}={v}" for c, v in values.items() if c not in ("arch", "flow", "attention", "input_feed", "heads",
                   "ffn_size", "warmup_steps")]  # fmt: skip
