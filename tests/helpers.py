@@ -1,8 +1,13 @@
 """Names and builders the tests share (imported as ``from helpers import ...``; fixtures live in conftest.py)."""
 
+from typing import Callable
+
 import torch
 
+from seq2seq_attn.data.collate import collate
+from seq2seq_attn.data.toy import make_examples, toy_vocab
 from seq2seq_attn.modules import DECODERS, SCORERS, build_seq2seq
+from seq2seq_attn.search import SearchSettings, greedy_search
 
 # every valid (flow, attention) pair: each scorer in each attentional flow, plus the baseline
 FLOW_ATTENTION = [(f, a) for f in sorted(DECODERS) if f != "none" for a in sorted(SCORERS)] + [("none", "none")]
@@ -48,3 +53,34 @@ def tiny_model(flow, attention, cell, input_feed=True, layers=2, dtype=torch.flo
         **options,
     )
     return model.to(dtype).eval()
+
+
+def gold_prefix(batch: int = 3, steps: int = 6) -> torch.Tensor:
+    """Teacher-forced decoder input ``(B, T)`` starting with BOS."""
+    trg_in = torch.randint(4, V_TRG, (batch, steps))
+    trg_in[:, 0] = 1
+    return trg_in
+
+
+def memorise_reverse_pairs(build: Callable[[int], torch.nn.Module], lr: float = 0.02, steps: int = 300) -> str:
+    """Train ``build(vocabulary size)`` on 4 reverse pairs; '' once greedy search reproduces them all
+    (checked every 25 updates), else a message with the final loss."""
+    vocab = toy_vocab(10)
+    examples = make_examples("reverse", vocab, 4, 7, 4, seed=3)
+    batch = collate([(i, ex.src, ex.trg, ex.alignment) for i, ex in enumerate(examples)])
+    model = build(len(vocab))
+    optimiser = torch.optim.Adam(model.parameters(), lr=lr)
+    for step in range(1, steps + 1):
+        model.train()
+        logits = model(batch.src, batch.src_lengths, batch.trg_in).logits
+        loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), batch.trg_out, ignore_index=0)
+        optimiser.zero_grad()
+        loss.backward()
+        optimiser.step()
+        if step % 25 == 0:
+            model.eval()
+            if greedy_search(model, batch.src, batch.src_lengths, SearchSettings()).to_lists() == [
+                e.trg for e in examples
+            ]:
+                return ""
+    return f"not memorised in {steps} steps (final loss {loss.item():.3f})"

@@ -6,10 +6,8 @@ import math
 
 import pytest
 import torch
-from helpers import ATTENTION_VARIANTS, CELLS, V_SRC, V_TRG, tiny_model, variant_id
+from helpers import ATTENTION_VARIANTS, CELLS, V_SRC, V_TRG, memorise_reverse_pairs, tiny_model, variant_id
 
-from seq2seq_attn.data.collate import collate
-from seq2seq_attn.data.toy import make_examples, toy_vocab
 from seq2seq_attn.errors import ConfigError
 from seq2seq_attn.loss import coverage_loss
 from seq2seq_attn.modules import build_seq2seq
@@ -20,7 +18,7 @@ from seq2seq_attn.modules.attention import (
     build_attention,
 )
 from seq2seq_attn.modules.multihead import MultiHeadAttention
-from seq2seq_attn.search import SearchSettings, beam_search, coverage_penalty, greedy_search
+from seq2seq_attn.search import SearchSettings, beam_search, coverage_penalty
 
 B, S, T, D = 3, 7, 5, 8
 LENGTHS = torch.tensor([7, 4, 1])
@@ -245,25 +243,10 @@ def test_the_coverage_penalty_is_in_the_returned_score(src_batch):
 def test_each_variant_memorises_four_reverse_pairs(variant):
     flow, attention, feed, options = variant
     torch.manual_seed(0)
-    vocab = toy_vocab(10)
-    examples = make_examples("reverse", vocab, 4, 7, 4, seed=3)
-    batch = collate([(i, ex.src, ex.trg, ex.alignment) for i, ex in enumerate(examples)])
     options = {**options, "max_source_length": 8} if attention == "location" else options
-    model = build_seq2seq(len(vocab), len(vocab), attention=attention, flow=flow, emb_size=16, hidden_size=16,
-                          input_feed=feed, **options)  # fmt: skip
-    optimiser = torch.optim.Adam(model.parameters(), lr=0.02)
-    for step in range(1, 401):
-        model.train()
-        loss = torch.nn.functional.cross_entropy(
-            model(batch.src, batch.src_lengths, batch.trg_in).logits.transpose(1, 2), batch.trg_out, ignore_index=0
-        )
-        optimiser.zero_grad()
-        loss.backward()
-        optimiser.step()
-        if step % 25 == 0:
-            model.eval()
-            if greedy_search(model, batch.src, batch.src_lengths, SearchSettings()).to_lists() == [
-                ex.trg for ex in examples
-            ]:
-                return
-    pytest.fail(f"not memorised in 400 steps (final loss {loss.item():.3f})")
+
+    def build(vocab: int):
+        return build_seq2seq(vocab, vocab, attention=attention, flow=flow, emb_size=16, hidden_size=16,
+                             input_feed=feed, **options)  # fmt: skip
+
+    assert not (failure := memorise_reverse_pairs(build, steps=400)), failure

@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from helpers import CELLS, V_SRC, V_TRG, VARIANTS, tiny_model
+from helpers import CELLS, V_SRC, V_TRG, VARIANTS, gold_prefix, tiny_model
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from seq2seq_attn.errors import ConfigError
@@ -10,12 +10,6 @@ from seq2seq_attn.modules import build_seq2seq
 from seq2seq_attn.modules.dropout import Dropout
 from seq2seq_attn.modules.encoder import RNNEncoder
 from seq2seq_attn.modules.rnn import merge_directions
-
-
-def gold_prefix(batch=3, steps=6):
-    trg_in = torch.randint(4, V_TRG, (batch, steps))
-    trg_in[:, 0] = 1
-    return trg_in
 
 
 @pytest.mark.parametrize("flow,attention,input_feed", VARIANTS)

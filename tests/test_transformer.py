@@ -2,10 +2,8 @@
 
 import pytest
 import torch
-from helpers import V_SRC, V_TRG
+from helpers import V_SRC, V_TRG, gold_prefix, memorise_reverse_pairs
 
-from seq2seq_attn.data.collate import collate
-from seq2seq_attn.data.toy import make_examples, toy_vocab
 from seq2seq_attn.errors import ConfigError
 from seq2seq_attn.lit_module import Seq2SeqLitModule
 from seq2seq_attn.modules.transformer import build_transformer
@@ -21,16 +19,10 @@ def tiny(norm="pre", positions="sinusoidal", tie=False, layers=2):
                              positions=positions, norm=norm, tie_embeddings=tie, max_positions=12).eval()  # fmt: skip
 
 
-def gold(batch=3, steps=6):
-    trg_in = torch.randint(4, V_TRG, (batch, steps))
-    trg_in[:, 0] = 1
-    return trg_in
-
-
 @pytest.mark.parametrize("norm,positions,tie", VARIANTS)
 def test_logits_at_t_do_not_see_later_target_tokens(norm, positions, tie, src_batch):
     model, (src, lengths) = tiny(norm, positions, tie), src_batch
-    trg_in = gold()
+    trg_in = gold_prefix()
     changed = trg_in.clone()
     changed[:, 4:] = torch.randint(4, V_TRG, (3, 2))
     a, b = model(src, lengths, trg_in).logits, model(src, lengths, changed).logits
@@ -41,7 +33,7 @@ def test_logits_at_t_do_not_see_later_target_tokens(norm, positions, tie, src_ba
 @pytest.mark.parametrize("norm,positions,tie", VARIANTS)
 def test_incremental_decoding_equals_recomputing_the_prefix(norm, positions, tie, src_batch):
     model, (src, lengths) = tiny(norm, positions, tie), src_batch
-    trg_in = gold()
+    trg_in = gold_prefix()
     memory, state = model.encode(src, lengths)
     for t in range(trg_in.size(1)):
         step = model.decode_step(trg_in[:, t], state, memory)
@@ -56,7 +48,7 @@ def test_padded_source_tokens_change_nothing(src_batch):
     model, (src, lengths) = tiny(), src_batch
     noisy = src.clone()
     noisy[torch.arange(5).unsqueeze(0) >= lengths.unsqueeze(1)] = 7
-    trg = gold()
+    trg = gold_prefix()
     a, b = model(src, lengths, trg), model(noisy, lengths, trg)
     torch.testing.assert_close(a.logits, b.logits, atol=1e-6, rtol=0)
     assert (a.weights.masked_select(~(torch.arange(5) < lengths.unsqueeze(1)).unsqueeze(1)) == 0).all()
@@ -88,26 +80,12 @@ def test_int8_decoding_scores_like_fp32(src_batch):
 
 def test_memorises_four_reverse_pairs():
     torch.manual_seed(0)
-    vocab = toy_vocab(10)
-    examples = make_examples("reverse", vocab, 4, 7, 4, seed=3)
-    batch = collate([(i, ex.src, ex.trg, ex.alignment) for i, ex in enumerate(examples)])
-    model = build_transformer(len(vocab), len(vocab), size=32, heads=4, layers=2, ffn_size=64, dropout=0.0,
-                              positions="sinusoidal", norm="pre", tie_embeddings=False, max_positions=32)  # fmt: skip
-    optimiser = torch.optim.Adam(model.parameters(), lr=0.003)
-    for step in range(1, 401):
-        model.train()
-        logits = model(batch.src, batch.src_lengths, batch.trg_in).logits
-        loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), batch.trg_out, ignore_index=0)
-        optimiser.zero_grad()
-        loss.backward()
-        optimiser.step()
-        if step % 25 == 0:
-            model.eval()
-            if greedy_search(model, batch.src, batch.src_lengths, SearchSettings()).to_lists() == [
-                ex.trg for ex in examples
-            ]:
-                return
-    pytest.fail(f"not memorised in 400 steps (final loss {loss.item():.3f})")
+
+    def build(vocab: int):
+        sizes = dict(size=32, heads=4, layers=2, ffn_size=64, dropout=0.0, max_positions=32)
+        return build_transformer(vocab, vocab, positions="sinusoidal", norm="pre", tie_embeddings=False, **sizes)
+
+    assert not (failure := memorise_reverse_pairs(build, lr=0.003, steps=400)), failure
 
 
 def test_the_lightning_module_builds_it_and_refuses_rnn_options():
