@@ -1,4 +1,4 @@
-"""The issue-7 ratios from one compare_peers.sh run: ours / the fastest peer, target by target.
+"""The target ratios from one compare_peers.sh run: ours / the fastest peer, target by target.
 
 python benchmarks/peers/peer_ratios.py PEERS_WORK
 
