@@ -146,7 +146,7 @@ def plot_length_curve(stats: pd.DataFrame, path: Path, metric: str = "bleu") -> 
 
 
 def plot_training_gap(out: Path, cells: pd.DataFrame, path: Path, metric: str = "bleu") -> Optional[Path]:
-    """Per model (first seed): validation BLEU per length bucket against training time."""
+    """Per model (first seed): validation BLEU per length bucket against training updates."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -167,12 +167,12 @@ def plot_training_gap(out: Path, cells: pd.DataFrame, path: Path, metric: str = 
     for ax, model in zip(axes[0], models):
         labels = [b["bucket"] for b in max(histories[model], key=lambda h: len(h["buckets"]))["buckets"]]
         for k, label in enumerate(labels):
-            points = [(h["seconds"] / 60, b[metric]) for h in histories[model] for b in h["buckets"]
-                      if b["bucket"] == label and metric in b and h["seconds"] is not None]  # fmt: skip
+            points = [(h["step"], b[metric]) for h in histories[model] for b in h["buckets"]
+                      if b["bucket"] == label and metric in b]  # fmt: skip
             if points:
                 ax.plot(*zip(*points), marker=".", color=cmap(k / max(1, len(labels) - 1)), label=label)
         ax.set_title(model, fontsize=9)
-        ax.set_xlabel("training minutes")
+        ax.set_xlabel("updates (wall-clock minutes depend on the machine's load)")
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel(f"validation {title(metric)}")
     axes[0][-1].legend(title="source words", fontsize=7)
