@@ -93,10 +93,15 @@ class LocalMonotonicAttention(Attention):
         last = (memory.mask.sum(1, keepdim=True) - 1).float()  # (B, 1) the sentence's last position
         return torch.minimum(steps, last)  # (B, T)
 
+    def prior(self, offset: Tensor) -> Optional[Tensor]:
+        """What the window adds to the energies at offset ``s - p_t`` ``(B, T, S)``: nothing for local-m."""
+        return None
+
     def restrict(self, energies: Tensor, query: Tensor, memory: Memory, state: AttentionState) -> Tensor:
         offset = _positions(memory) - self.aligned(query, memory, state).unsqueeze(-1)  # (B, T, S) s - p_t
         inside = (offset.abs() <= self.window) & memory.mask.unsqueeze(1)  # (B, T, S)
-        return energies.masked_fill(~inside, float("-inf"))
+        prior = self.prior(offset)
+        return (energies if prior is None else energies + prior).masked_fill(~inside, float("-inf"))
 
 
 class LocalPredictiveAttention(LocalMonotonicAttention):
@@ -119,12 +124,9 @@ class LocalPredictiveAttention(LocalMonotonicAttention):
         length = memory.mask.sum(1, keepdim=True).float()  # (B, 1) S_x
         return length * torch.sigmoid(self.v_p(self.predict(query)).squeeze(-1))  # (B, T)
 
-    def restrict(self, energies: Tensor, query: Tensor, memory: Memory, state: AttentionState) -> Tensor:
-        aligned = self.aligned(query, memory, state).unsqueeze(-1)  # (B, T, 1)
-        sigma = self.window / 2
-        log_gauss = -((_positions(memory) - aligned) ** 2) / (2 * sigma**2)  # (B, T, S)
-        inside = ((_positions(memory) - aligned).abs() <= self.window) & memory.mask.unsqueeze(1)  # (B, T, S)
-        return (energies + log_gauss).masked_fill(~inside, float("-inf"))
+    def prior(self, offset: Tensor) -> Tensor:
+        """The log Gaussian ``-(s - p_t)² / (2σ²)``, σ = D/2. Args: offset ``(B, T, S)``."""
+        return -(offset**2) / (2 * (self.window / 2) ** 2)  # (B, T, S)
 
 
 class NoAttention(nn.Module):
