@@ -15,6 +15,7 @@ and the tools around them::
     seq2seq-attn translate --ckpt RUN.ckpt [--beam K] < source.txt > output.txt
     seq2seq-attn evaluate --ckpt RUN.ckpt --src FILE --ref FILE [--out results.json]
     seq2seq-attn data fetch multi30k
+    seq2seq-attn precision [--remeasure]   # GEMM rates here and what `precision: auto` picks
 
 ``seq2seq-attn --no-cpu-tuning COMMAND ...`` leaves the process's CPU settings alone
 (see :mod:`seq2seq_attn.cpu`).

@@ -20,6 +20,7 @@ from seq2seq_attn.data.datamodule import Seq2SeqDataModule, check_distributed_sa
 from seq2seq_attn.errors import ConfigError
 from seq2seq_attn.lit_module import ARCHITECTURE_KEYS, Seq2SeqLitModule
 from seq2seq_attn.loggers import WandbConfig, finish_wandb, make_wandb_logger
+from seq2seq_attn.trainer import Trainer
 from seq2seq_attn.wandb_reports import WandbReports
 
 
@@ -40,6 +41,14 @@ def condense_error(message: str, valid_keys: list[str]) -> str:
         close = difflib.get_close_matches(bad, valid_keys, n=3, cutoff=0.6)
         hint = f"; did you mean {', '.join(close)}?" if close else "; run with --help for the valid keys"
         return f"unknown config key {bad!r}{hint}"
+    union = re.search(r"Subtypes: \[(.*)\]", message)
+    given = re.search(r"Given value: (.*)", message)
+    if union and given and "Literal[" in union.group(1):
+        literals = re.findall(r"Literal\[([^\]]*)\]", union.group(1))
+        choices = [c.strip(" '\"") for group in literals for c in group.split(",")]
+        keys = re.findall(r'[Kk]ey "([\w.]+)"', message)
+        where = f"{keys[-1]}: " if keys else ""
+        return f"{where}{given.group(1).strip()!r} is not one of: {', '.join(dict.fromkeys(choices))}"
     reasons = [
         line
         for line in lines
@@ -143,6 +152,7 @@ def make_cli(args: Optional[list[str]] = None, run: bool = True) -> LightningCLI
     return Seq2SeqCLI(
         Seq2SeqLitModule,
         Seq2SeqDataModule,
+        trainer_class=Trainer,
         subclass_mode_data=True,
         parser_class=Parser,
         args=args,

@@ -14,11 +14,18 @@ def adam(parameters: Iterable[torch.nn.Parameter], lr: float, weight_decay: floa
 
     torch builds without a fused kernel for the parameters' device (CPU before torch 2.4,
     say) refuse ``fused=True`` when the optimiser is made: then the unfused Adam, with a
-    warning, computes the same update."""
+    warning, computes the same update.
+
+    The fused kernel can also unscale fp16 gradients itself, and Lightning then refuses
+    gradient clipping under mixed precision (``bf16-mixed`` included, which has no scaler at
+    all). The optimiser here does not claim that ability: a gradient scaler, where there is
+    one, unscales before ``step`` as it does for any optimiser, and clipping works."""
     parameters = list(parameters)
     if all(p.dtype.is_floating_point for p in parameters):
         try:
-            return torch.optim.Adam(parameters, lr=lr, weight_decay=weight_decay, fused=True)
+            optimizer = torch.optim.Adam(parameters, lr=lr, weight_decay=weight_decay, fused=True)
+            optimizer._step_supports_amp_scaling = False
+            return optimizer
         except RuntimeError as err:
             reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
             warnings.warn(

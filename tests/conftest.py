@@ -1,6 +1,7 @@
 """Shared fixtures: tiny seeded tensors and models, one thread, no W&B."""
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,8 @@ from helpers import V_SRC
 os.environ.setdefault("WANDB_MODE", "disabled")
 # the test process is a library user's: the CPU tuning of seq2seq_attn/cpu.py stays off in it
 os.environ.setdefault("S2S_CPU_TUNING", "0")
+# the precision probe's per-machine cache (seq2seq_attn/precision.py) goes to a folder of this session
+os.environ["S2S_CACHE_DIR"] = tempfile.mkdtemp(prefix="s2s-cache-")
 # Real corpora only where the user or CI names a folder of them: the tests marked `corpus` read them
 # (S2S_DATA_ROOT=DIR make test). Every other test reads the small generated corpora in the
 # repository (tests/data/make_corpora.py), so a fresh clone with nothing beside it passes.

@@ -95,18 +95,27 @@ def test_evaluate_prints_and_writes_buckets(trained_checkpoint, tmp_path, capsys
     assert "must be line-parallel" in capsys.readouterr().err
 
 
-def test_translate_int8_agrees_with_fp32(trained_checkpoint, tmp_path):
+def test_translate_int8_and_bf16_agree_with_fp32_and_auto_takes_the_fastest(
+    trained_checkpoint, tmp_path, capsys, monkeypatch
+):
+    from seq2seq_attn import precision
+
     ckpt = str(trained_checkpoint / "checkpoints" / "last.ckpt")
     source = tmp_path / "in.de"
     source.write_text("\n".join(read_lines(FIXTURES / "multi30k" / "val.de.gz")[:40]) + "\n", encoding="utf-8")
+    monkeypatch.setenv("S2S_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(precision, "probe", lambda: {"fp32": 300.0, "bf16": 160.0, "int8": 700.0})
     outputs = {}
-    for name, flags in (("fp32", []), ("int8", ["--int8"])):
+    runs = (("fp32", ["--precision", "fp32"]), ("int8", ["--int8"]), ("bf16", ["--precision", "bf16"]), ("auto", []))
+    for name, flags in runs:
         out = tmp_path / f"{name}.en"
         main(["translate", "--ckpt", ckpt, "--beam", "2", "--input", str(source), "--output", str(out), *flags])
         outputs[name] = out.read_text(encoding="utf-8").splitlines()
-    assert len(outputs["int8"]) == len(outputs["fp32"]) == 40
-    same = sum(a == b for a, b in zip(outputs["int8"], outputs["fp32"]))
-    assert same >= 30  # int8 rounding flips a few near-ties, not the translations
+    assert all(len(lines) == 40 for lines in outputs.values())
+    for name in ("int8", "bf16"):  # rounding flips a few near-ties, not the translations
+        assert sum(a == b for a, b in zip(outputs[name], outputs["fp32"])) >= 30, name
+    assert outputs["auto"] == outputs["int8"]  # int8 has the fastest probe rate here
+    assert "precision auto -> int8" in capsys.readouterr().err
 
 
 def test_predict_writes_detokenised_text(trained_checkpoint):
