@@ -3,9 +3,14 @@
     python benchmarks/config_speed.py --config experiments/base.yaml --config experiments/bible_en_es/base.yaml \\
         --models none/none bahdanau/additive luong/general luong/dot [--steps 40] [--threads 2]
 
-Prints updates per second for each flow/attention (after 5 warm-up updates, with the Lightning
-module's loss and optimiser, gradient clipping as configured) and the updates that fit in a given
-number of minutes: what sets a study's step budget so that every cell fits its time.
+Prints updates and target tokens per second for each flow/attention (after 5 warm-up updates, with the
+Lightning module's loss and optimiser, gradient clipping as configured) and the updates that fit in a
+given number of minutes: what sets a study's step budget so that every cell fits its time. A model given
+as a YAML file (e.g. experiments/multi30k_de_en/transformer.yaml) is that file on top of the configs,
+so the Transformer reference is measured on the same batches as the RNN models:
+
+    python benchmarks/config_speed.py --config experiments/base.yaml --config experiments/multi30k_de_en/base.yaml \\
+        --models bahdanau/additive luong/general experiments/multi30k_de_en/transformer.yaml
 """
 
 import argparse
@@ -14,29 +19,41 @@ import time
 import torch
 
 from seq2seq_attn.cpu import configure
+from seq2seq_attn.data.vocab import PAD_ID
 from seq2seq_attn.lightning_cli import make_cli
 from seq2seq_attn.loss import token_loss
+from seq2seq_attn.optim import adam
 
 
-def updates_per_second(configs: list[str], flow: str, attention: str, steps: int) -> float:
-    args = [a for c in configs for a in ("--config", c)] + ["--model.flow", flow, "--model.attention", attention]
+def training_speed(configs: list[str], model: str, steps: int) -> tuple[float, float]:
+    """(updates/s, target tokens/s) of ``model``: "flow/attention" or a YAML file of model settings."""
+    args = [a for c in configs for a in ("--config", c)]
+    if model.endswith((".yaml", ".yml")):
+        args += ["--config", model]
+    else:
+        flow, attention = model.split("/")
+        args += ["--model.flow", flow, "--model.attention", attention]
     cli = make_cli([*args, "--trainer.logger", "false"], run=False)
     cli.datamodule.setup("fit")
     module = cli.model.train()
-    optimizer = module.configure_optimizers()
-    optimizer = optimizer["optimizer"] if isinstance(optimizer, dict) else optimizer
+    # the optimiser the module builds (its lr schedule, left out, does not change the speed)
+    optimizer = adam(module.parameters(), module.hparams.lr, module.hparams.weight_decay)
     clip = cli.trainer.gradient_clip_val
     batches = iter(cli.datamodule.train_dataloader())
+    tokens = 0
     for step in range(steps + 5):
         if step == 5:
             start = time.perf_counter()
-        loss = token_loss(module.model, next(batches), module.hparams.label_smoothing)
+        batch = next(batches)
+        tokens += int((batch.trg_out != PAD_ID).sum()) if step >= 5 else 0
+        loss = token_loss(module.model, batch, module.hparams.label_smoothing)
         optimizer.zero_grad()
         loss.backward()
         if clip:
             torch.nn.utils.clip_grad_norm_(module.parameters(), clip)
         optimizer.step()
-    return steps / (time.perf_counter() - start)
+    elapsed = time.perf_counter() - start
+    return steps / elapsed, tokens / elapsed
 
 
 def main() -> None:
@@ -52,10 +69,10 @@ def main() -> None:
     torch.manual_seed(0)
     print(f"torch {torch.__version__}, {args.threads} thread(s), {args.steps} timed updates per model")
     for model in args.models:
-        flow, attention = model.split("/")
-        rate = updates_per_second(args.config, flow, attention, args.steps)
+        rate, tokens = training_speed(args.config, model, args.steps)
         budget = int(rate * 60 * args.minutes)
-        print(f"{flow:>9} {attention:>9}: {rate:.2f} updates/s, {budget} in {args.minutes:g} min")
+        name = model if model.endswith((".yaml", ".yml")) else " ".join(f"{part:>9}" for part in model.split("/"))
+        print(f"{name}: {rate:.2f} updates/s, {tokens:.0f} target tokens/s, {budget} in {args.minutes:g} min")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,9 @@
     python benchmarks/translation_quality.py [--minutes 30] [--threads 2] [--out runs/quality]
 
 1. Multi30k de->en, the additive-attention GRU (experiments/multi30k_de_en/), trained for
-   --minutes of wall clock; prints test_2016_flickr sacreBLEU and chrF (beam 5).
+   --minutes of wall clock; prints test_2016_flickr sacreBLEU and chrF (beam 5). ``--models
+   bahdanau_additive transformer`` trains each model of experiments/multi30k_de_en/ named there
+   for the same budget, one after the other, and prints them side by side.
 2. With --bible-minutes > 0: the same model and the `none` baseline on bible_en_es, each
    trained that long, with BLEU per source-length bucket on dev.
 Reads the corpora from $S2S_DATA_ROOT (default ../shared/data beside the repository).
@@ -63,6 +65,8 @@ def train_and_evaluate(
             str(ref),
             "--beam",
             "5",
+            "--precision",
+            "fp32",
             "--alpha",
             "0.6",
             "--buckets",
@@ -81,25 +85,33 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--minutes", type=float, default=30.0, help="Multi30k training budget (wall clock)")
     parser.add_argument("--bible-minutes", type=float, default=0.0, help="per-model budget on bible_en_es (0: skip)")
+    parser.add_argument(
+        "--models", nargs="+", default=["bahdanau_additive"], help="model files of experiments/multi30k_de_en/"
+    )
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--out", default="runs/quality")
     args = parser.parse_args()
     out = Path(args.out)
     m30k = ["experiments/base.yaml", "experiments/multi30k_de_en/base.yaml"]
-    result = train_and_evaluate(
-        "multi30k_additive",
-        [*m30k, "experiments/multi30k_de_en/bahdanau_additive.yaml"],
-        args.minutes,
-        DATA / "multi30k" / "test_2016_flickr.de.gz",
-        DATA / "multi30k" / "test_2016_flickr.en.gz",
-        out,
-        args.threads,
-        "10,15,20,25,30",
-    )
-    print(
-        f"\nMulti30k de->en test_2016_flickr, additive attention, {result['train_seconds']} s of training: "
-        f"BLEU {result['overall']['bleu']:.2f}, chrF {result['overall']['chrf']:.2f} (beam 5; {result['signature']})"
-    )
+    print()
+    for model in args.models:
+        result = train_and_evaluate(
+            f"multi30k_{model}",
+            [*m30k, f"experiments/multi30k_de_en/{model}.yaml"],
+            args.minutes,
+            DATA / "multi30k" / "test_2016_flickr.de.gz",
+            DATA / "multi30k" / "test_2016_flickr.en.gz",
+            out,
+            args.threads,
+            "10,15,20,25,30",
+        )
+        buckets = ", ".join(f"{b['bucket']}: {b['bleu']:.1f}" for b in result["buckets"])
+        print(
+            f"Multi30k de->en test_2016_flickr, {model}, {result['train_seconds']} s of training: "
+            f"BLEU {result['overall']['bleu']:.2f}, chrF {result['overall']['chrf']:.2f} (beam 5; "
+            f"{result['signature']}); per bucket {buckets}",
+            flush=True,
+        )
     if args.bible_minutes > 0:
         bible = ["experiments/base.yaml", "experiments/bible_en_es/base.yaml"]
         rows = {}
