@@ -172,11 +172,15 @@ def plot_training_gap(out: Path, cells: pd.DataFrame, path: Path, metric: str = 
             if points:
                 ax.plot(*zip(*points), marker=".", color=cmap(k / max(1, len(labels) - 1)), label=label)
         ax.set_title(model, fontsize=9)
-        ax.set_xlabel("updates (wall-clock minutes depend on the machine's load)")
+        ax.set_xlabel("updates")
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel(f"validation {title(metric)}")
     axes[0][-1].legend(title="source words", fontsize=7)
-    fig.suptitle("how the gap between short and long sentences opens during training", fontsize=10)
+    fig.suptitle(
+        "how the gap between short and long sentences opens during training "
+        "(per update: wall-clock minutes depend on the machine's load)",
+        fontsize=10,
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
