@@ -164,3 +164,32 @@ def test_report_without_results_is_one_line(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["report", str(tmp_path)])
     assert exit_info.value.code == 2 and "no results.csv in" in capsys.readouterr().err
+
+
+def test_model_labels_name_what_tells_cells_apart():
+    import pandas as pd
+
+    from seq2seq_attn.ablation.report import with_labels
+
+    nan = float("nan")
+    rows = [  # arch, flow, attention, coverage, num_layers, heads, seed
+        (nan, "none", "none", nan, nan, nan, 1),
+        (nan, "bahdanau", "additive", nan, nan, nan, 1),
+        (nan, "bahdanau", "additive", True, nan, nan, 1),
+        (nan, "luong", "general", nan, nan, 4.0, 1),
+        ("transformer", nan, nan, nan, 3.0, 4.0, 1),
+        ("transformer", nan, nan, nan, 3.0, 4.0, 2),
+    ]
+    columns = ["arch", "flow", "attention", "coverage", "num_layers", "heads", "seed_everything"]
+    df = pd.DataFrame(rows, columns=columns).assign(cell="c", metric="bleu", value=1.0)
+    labels = with_labels(df)["model"].tolist()
+    assert labels == [
+        "none (no attention)",
+        "bahdanau + additive",
+        "bahdanau + additive, coverage=True",
+        "luong + general, heads=4",
+        "transformer",  # what every Transformer cell shares is its architecture, not a difference
+        "transformer",
+    ]
+    df.loc[5, "num_layers"] = 6.0  # two Transformer sizes: their labels say which is which
+    assert with_labels(df)["model"].tolist()[4:] == ["transformer, num_layers=3", "transformer, num_layers=6"]

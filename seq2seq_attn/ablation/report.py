@@ -101,13 +101,17 @@ def seed_columns(df: pd.DataFrame) -> list[str]:
     return [c for c in config_columns(df) if "seed" in c]
 
 
-def model_label(row: pd.Series, columns: list[str]) -> str:
-    """``luong + general (no feed)``; the baseline is ``none (no attention)``."""
+def model_label(row: pd.Series, columns: list[str], shared: frozenset[str] = frozenset()) -> str:
+    """``luong + general (no feed)``; the baseline is ``none (no attention)``; ``transformer``.
+
+    ``shared``: settings every Transformer cell of the report has alike (its size, its schedule), which
+    name the architecture rather than tell its cells apart, and stay out of the Transformer's label.
+    """
     # a key another cell's sub-grid sets is blank here; 4.0 read back from a column with blanks is 4
     values = {c: int(v) if isinstance(v, float) and v.is_integer() else v for c in columns if pd.notna(v := row[c])}
     if values.get("arch") == "transformer":
-        others = [f"{c}={v}" for c, v in values.items() if c not in ("arch", "flow", "attention", "input_feed", "heads",
-                  "ffn_size", "warmup_steps")]  # fmt: skip
+        rnn_only = ("arch", "flow", "attention", "input_feed")
+        others = [f"{c}={v}" for c, v in values.items() if c not in rnn_only and c not in shared]
         return ", ".join(["transformer", *others])
     if values.get("attention") == "none" or values.get("flow") == "none":
         label = "none (no attention)"
@@ -122,7 +126,9 @@ def model_label(row: pd.Series, columns: list[str]) -> str:
 def with_labels(df: pd.DataFrame) -> pd.DataFrame:
     model_cols = [c for c in config_columns(df) if c not in seed_columns(df)]
     df = df.copy()
-    df["model"] = df.apply(lambda r: model_label(r, model_cols), axis=1) if model_cols else "model"
+    transformer = df[df["arch"].astype(str) == "transformer"] if "arch" in df.columns else df.iloc[:0]
+    shared = frozenset(c for c in model_cols if transformer[c].notna().all() and transformer[c].nunique() == 1)
+    df["model"] = df.apply(lambda r: model_label(r, model_cols, shared), axis=1) if model_cols else "model"
     df["baseline"] = df["model"].str.startswith("none")
     return df
 
