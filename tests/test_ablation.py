@@ -143,6 +143,24 @@ def test_a_failing_cell_is_recorded_and_the_rest_complete(tmp_path, capsys):
     assert "1 failed earlier (rerun with --retry-failed), 0 to run" in capsys.readouterr().out
 
 
+@pytest.mark.slow
+def test_a_cell_cut_by_the_time_cap_is_flagged_not_passed_off_as_the_budget(tmp_path, capsys):
+    capped = {**TINY, "trainer.max_epochs": 1000, "trainer.max_steps": 100000, "trainer.max_time": "00:00:00:02"}
+    out = tmp_path / "out"
+    ablate(str(write_grid(tmp_path, {"model.attention": ["dot"]}, fixed=capped)), str(out), jobs=1)
+    result = json.loads((out / "cells" / "attention=dot" / "result.json").read_text())
+    assert 0 < result["steps"] < 100000
+    assert result["stopped_short"] == f"stopped at update {result['steps']} of 100000 by trainer.max_time"
+    assert f"WARNING: stopped at update {result['steps']} of 100000" in capsys.readouterr().out
+    summary = (out / "summary.md").read_text()
+    assert "## Cells that stopped short of their budget" in summary and "`attention=dot`" in summary
+
+    ablate(str(write_grid(tmp_path, {"model.attention": ["general"]})), str(tmp_path / "full"), jobs=1)
+    full = json.loads((tmp_path / "full" / "cells" / "attention=general" / "result.json").read_text())
+    assert full["stopped_short"] is None  # max_epochs 1 and no max_steps: the budget is the epochs
+    assert "stopped short" not in (tmp_path / "full" / "summary.md").read_text()
+
+
 @pytest.mark.parametrize("path", sorted((ROOT / "experiments" / "ablations").glob("*.yaml")), ids=lambda p: p.name)
 def test_every_shipped_grid_loads_and_expands(path):
     grid = Grid.load(path)

@@ -13,6 +13,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from typing import Optional
 
 from seq2seq_attn.checkpointing import LAST, logger_in_folder
 from seq2seq_attn.errors import find_config_error
@@ -20,6 +21,27 @@ from seq2seq_attn.loggers import finish_wandb
 from seq2seq_attn.results import write_json
 
 RESULT, ERROR = "result.json", "error.json"
+
+
+def stopped_short(trainer) -> Optional[str]:
+    """Why fit ended before ``trainer.max_steps`` (the time cap, early stopping), or None.
+
+    Such a cell is finished (it is tested and never run again) but is not the budget the grid asked
+    for: the runner's line and the report say so, so that a cap hit on a busy machine is not read
+    as the model's quality. Rerun it by deleting its ``result.json``."""
+    from pytorch_lightning.callbacks import Timer
+
+    target, done = trainer.max_steps, trainer.global_step
+    if target is None or target < 0 or done >= target:
+        return None
+    timers = [c for c in trainer.callbacks if isinstance(c, Timer)]
+    if timers and (timers[0].time_remaining() or 0) <= 0:
+        why = "trainer.max_time"
+    elif trainer.current_epoch >= (trainer.max_epochs or 0) > 0:
+        why = f"trainer.max_epochs ({trainer.max_epochs})"
+    else:
+        why = "early stopping"
+    return f"stopped at update {done} of {target} by {why}"
 
 
 def logger_args(cell_dir: Path) -> list[str]:
@@ -43,6 +65,8 @@ def run(cell_dir: Path, args: list[str]) -> dict:
     results["fit_seconds"] = round(fit_seconds, 1)
     results["test_seconds"] = round(time.time() - start - fit_seconds, 1)
     results["epochs"] = cli.trainer.current_epoch
+    results["steps"] = cli.trainer.global_step
+    results["stopped_short"] = stopped_short(cli.trainer)
     results["checkpoint"] = ckpt
     return results
 

@@ -184,6 +184,16 @@ def failures(out: Path) -> list[str]:
     return lines
 
 
+def short_cells(out: Path) -> list[str]:
+    """Finished cells that trained for fewer updates than the grid asked (a time cap, early stopping)."""
+    lines = []
+    for path in sorted((out / "cells").glob("*/result.json")):
+        reason = json.loads(path.read_text()).get("stopped_short")
+        if reason:
+            lines.append(f"- `{path.parent.name}`: {reason}; delete its result.json and run again for the full budget")
+    return lines
+
+
 def ablation_name(out: Path) -> str:
     """The grid's name, from the copy the runner keeps; else the folder name."""
     grid = out / "grid.yaml"
@@ -208,6 +218,9 @@ def write_summary(out: Path, df: pd.DataFrame, metric: str, extra: str = "") -> 
         if table:
             parts += ["", f"## {title(name)}", "", table]
     parts += [extra] if extra else []
+    short = short_cells(out)
+    if short:
+        parts += ["", "## Cells that stopped short of their budget", "", *short]
     failed = failures(out)
     if failed:
         parts += ["", "## Failed cells", "", *failed]

@@ -102,7 +102,8 @@ def _describe(out: Path, cell: Cell, metric: str) -> str:
         result = json.loads((folder / RESULT).read_text())
         value = result["overall"].get(metric)
         shown = f"{metric} {value:.3f}" if value is not None else "done"
-        return f"{shown} (fit {result['fit_seconds']:.0f} s)"
+        short = f"; WARNING: {result['stopped_short']}" if result.get("stopped_short") else ""
+        return f"{shown} (fit {result['fit_seconds']:.0f} s{short})"
     if (folder / ERROR).is_file():
         return "FAILED: " + json.loads((folder / ERROR).read_text())["error"]
     return "FAILED: the process ended without a result (see log.txt)"
