@@ -110,6 +110,16 @@ def test_tanh_energy_recomputes_exact_gradients_for_query_keys_and_v():
     torch.testing.assert_close(TanhEnergy.apply(q, keys, v), torch.tanh(q + keys) @ v)
 
 
+def test_tanh_energy_with_coverage_recomputes_exact_gradients_for_coverage_and_its_weight():
+    q = torch.randn(2, 1, 4, dtype=torch.double, requires_grad=True)
+    keys = torch.randn(2, 3, 4, dtype=torch.double, requires_grad=True)
+    v, weight = (torch.randn(4, dtype=torch.double, requires_grad=True) for _ in range(2))
+    coverage = torch.rand(2, 3, dtype=torch.double, requires_grad=True)
+    assert torch.autograd.gradcheck(TanhEnergy.apply, (q, keys, v, coverage, weight))
+    expected = torch.tanh(q + keys + coverage.unsqueeze(-1) * weight) @ v  # (B, S)
+    torch.testing.assert_close(TanhEnergy.apply(q, keys, v, coverage, weight), expected)
+
+
 @pytest.mark.parametrize("name", sorted(SCORERS))
 def test_attention_gradcheck_and_zero_grad_on_padding(name):
     attention, memory = make(name, torch.double)

@@ -149,8 +149,8 @@ class TanhScorer(Scorer):
         """Args: query ``(B, T, D)``, keys ``(B, S, A)``; coverage ``(B, S)`` when ``uses_coverage`` (T = 1)."""
         q = self.project_query(query)  # (B, T, A)
         v = self.v.weight.view(-1)  # (A,)
-        if self.uses_coverage:
-            keys = keys + coverage.unsqueeze(-1) * self.coverage_weight  # (B, S, A) this step's keys
+        if self.uses_coverage:  # one step (T = 1): its keys are U h + w_c c_t
+            return TanhEnergy.apply(q, keys, v, coverage, self.coverage_weight).unsqueeze(1)  # (B, 1, S)
         # One target step at a time: the full (B, T, S, A) tanh block does not fit in cache and
         # trained 20% slower on CPU than (B, S, A) blocks (benchmarks/step_speed.py, T = S = 30).
         energies = [TanhEnergy.apply(q[:, t].unsqueeze(1), keys, v) for t in range(q.size(1))]  # (B, S) each
@@ -158,27 +158,44 @@ class TanhScorer(Scorer):
 
 
 class TanhEnergy(torch.autograd.Function):
-    """``e = tanh(q + k) v`` for one target step, its (B, S, A) tanh block recomputed in backward.
+    """``e = tanh(q + k [+ c w_c]) v`` for one target step, its (B, S, A) tanh block recomputed in backward.
 
     Autograd would keep that block for every step until the backward pass: T x B x S x A
     floats, 330 MB for a batch of 64 pairs of 50 tokens with A = 512, the largest memory of
-    the additive models. Recomputing it costs one tanh per step.
+    the additive models. Recomputing it costs one tanh per step. Coverage models add
+    ``c w_c`` (the coverage ``(B, S)`` times its weight ``(A,)``) inside the same block, so their
+    per-step keys are not kept either.
     """
 
     @staticmethod
-    def forward(ctx, q: Tensor, keys: Tensor, v: Tensor) -> Tensor:
-        """Args: q ``(B, 1, A)``, keys ``(B, S, A)``, v ``(A,)``. Returns ``(B, S)``."""
-        ctx.save_for_backward(q, keys, v)
-        return torch.add(q, keys).tanh_() @ v  # (B, S)
+    def _hidden(q: Tensor, keys: Tensor, coverage: Optional[Tensor], weight: Optional[Tensor]) -> Tensor:
+        hidden = torch.add(q, keys)  # (B, S, A)
+        if coverage is not None:
+            hidden.addcmul_(coverage.unsqueeze(-1), weight)  # + c_s w_c
+        return hidden.tanh_()
 
     @staticmethod
-    def backward(ctx, grad: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        q, keys, v = ctx.saved_tensors
-        hidden = torch.add(q, keys).tanh_()  # (B, S, A) recomputed
+    def forward(
+        ctx, q: Tensor, keys: Tensor, v: Tensor, coverage: Optional[Tensor] = None, weight: Optional[Tensor] = None
+    ) -> Tensor:
+        """Args: q ``(B, 1, A)``, keys ``(B, S, A)``, v ``(A,)``; coverage ``(B, S)`` and its weight ``(A,)``
+        or None. Returns ``(B, S)``."""
+        ctx.save_for_backward(q, keys, v, coverage, weight)
+        return TanhEnergy._hidden(q, keys, coverage, weight) @ v  # (B, S)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> tuple[Optional[Tensor], ...]:
+        q, keys, v, coverage, weight = ctx.saved_tensors
+        hidden = TanhEnergy._hidden(q, keys, coverage, weight)  # (B, S, A) recomputed
         grad_v = grad.reshape(1, -1) @ hidden.reshape(-1, hidden.size(-1))  # (1, A)
         # d e / d(q + k) = (1 - tanh^2) * (grad v): torch's fused tanh backward, one pass
         grad_keys = torch.ops.aten.tanh_backward(grad.unsqueeze(-1) * v, hidden)  # (B, S, A)
-        return grad_keys.sum(1, keepdim=True), grad_keys, grad_v.view(-1)
+        grad_coverage = grad_weight = None
+        if coverage is not None:
+            grad_coverage = grad_keys @ weight  # (B, S)
+            grad_weight = coverage.reshape(1, -1) @ grad_keys.reshape(-1, grad_keys.size(-1))  # (1, A)
+            grad_weight = grad_weight.view(-1)
+        return grad_keys.sum(1, keepdim=True), grad_keys, grad_v.view(-1), grad_coverage, grad_weight
 
 
 @register_scorer("additive")
