@@ -1,10 +1,15 @@
 """Training and decoding speed of the shared Multi30k model, peak RSS, GEMM rates and utilisation.
 
-    python benchmarks/throughput.py [--variants quick|all] [--precisions 32 bf16] [--steps 320] [--json FILE]
+    python benchmarks/throughput.py [--variants quick|all] [--precisions 32 bf16 bf16-compute] [--steps 320]
+        [--json FILE]
 
 The shared model of the peer comparison (docs/performance.md): Multi30k de->en, word vocabularies of up to
 8000 per side (min frequency 2), embeddings 256, biGRU 256 per direction, GRU decoder 512,
 dropout 0.2, Adam 1e-3, gradient-norm clip 5, 64 sentences per batch, 2 threads, CPU.
+
+Precisions: ``32`` (fp32), ``bf16`` (autocast, what Lightning's ``bf16-mixed`` does) and
+``bf16-compute`` (``seq2seq_attn.precision.bf16_weights``: the weights cast to bf16 once per update,
+fp32 master weights; what ``--trainer.precision bf16-compute`` does). Decoding runs in the same format.
 
 Each (flow, scorer, precision) trains in its own process for ``--steps`` updates on real,
 length-bucketed Multi30k batches; the rate is measured over updates ``warmup+1 .. steps``
@@ -65,6 +70,7 @@ def worker(flow: str, attention: str, feed: bool, precision: str, steps: int, wa
     from seq2seq_attn.data.parallel import ParallelDataModule
     from seq2seq_attn.data.vocab import PAD_ID
     from seq2seq_attn.loss import token_loss
+    from seq2seq_attn.precision import bf16_weights
     from seq2seq_attn.profiling import reference_model, reference_optimizer
     from seq2seq_attn.search import SearchSettings, search
 
@@ -74,10 +80,14 @@ def worker(flow: str, attention: str, feed: bool, precision: str, steps: int, wa
     data.setup("fit")
     model = reference_model(data.src_vocab_size, data.trg_vocab_size, flow, attention, feed)
     optimizer = reference_optimizer(model)
-    bf16 = precision == "bf16"
+
+    def number_format():
+        if precision == "bf16-compute":
+            return bf16_weights(model)  # what --trainer.precision bf16-compute does
+        return torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16")  # Lightning's bf16-mixed
 
     def update(batch) -> None:
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):  # what Lightning's bf16-mixed does
+        with number_format():
             loss = token_loss(model, batch)  # the Lightning module's training loss
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -121,7 +131,7 @@ def worker(flow: str, attention: str, feed: bool, precision: str, steps: int, wa
         data.setup("test")
         test = list(data.loader("test"))
         for beam, key in ((1, "greedy_sents_per_s"), (5, "beam5_sents_per_s")):
-            with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            with torch.no_grad(), number_format():
                 begin, n = time.perf_counter(), 0
                 for batch in test:
                     search(model, batch.src, batch.src_lengths, SearchSettings(beam, 0.6, 1.5, 10))
@@ -148,7 +158,7 @@ def run_worker(args: argparse.Namespace, flow: str, attention: str, feed: bool, 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--variants", choices=sorted(VARIANTS), default="quick")
-    parser.add_argument("--precisions", nargs="+", default=["32", "bf16"], choices=["32", "bf16"])
+    parser.add_argument("--precisions", nargs="+", default=["32", "bf16"], choices=["32", "bf16", "bf16-compute"])
     parser.add_argument("--steps", type=int, default=320)
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--threads", type=int, default=2)
@@ -179,7 +189,7 @@ def main() -> None:
     )
     print(f"harness mean target length (train.en, lowercase regex tokens + EOS): {mean_len:.2f}")
     header = (
-        f"{'flow':<9}{'attention':<10}{'feed':<5}{'prec':<5}{'upd/s':>7}{'tok/s':>8}{'norm tok/s':>11}"
+        f"{'flow':<9}{'attention':<10}{'feed':<5}{'prec':<13}{'upd/s':>7}{'tok/s':>8}{'norm tok/s':>11}"
         f"{'MFLOP/tok':>10}{'%fp32':>7}{'%bf16':>7}{'greedy/s':>9}{'beam5/s':>8}{'RSS MB':>8}{'train RSS':>10}"
     )
     print(header)
@@ -195,13 +205,29 @@ def main() -> None:
             rows.append(row)
             feed_text = "-" if flow != "luong" else ("on" if feed else "off")
             print(
-                f"{flow:<9}{attention:<10}{feed_text:<5}{precision:<5}{row['steps_per_s']:>7.2f}"
+                f"{flow:<9}{attention:<10}{feed_text:<5}{precision:<13}{row['steps_per_s']:>7.2f}"
                 f"{row['tok_per_s']:>8.0f}{row['norm_tok_per_s']:>11.0f}{row['flops_per_token'] / 1e6:>10.1f}"
                 f"{100 * row['share_fp32_gemm']:>6.0f}%{100 * row['share_bf16_gemm']:>6.0f}%"
                 f"{row.get('greedy_sents_per_s', float('nan')):>9.1f}{row.get('beam5_sents_per_s', float('nan')):>8.1f}"
                 f"{row['peak_rss_mb']:>8.0f}{row['train_peak_rss_mb']:>10.0f}",
                 flush=True,
             )
+    ratios = []
+    for row in rows:
+        key = (row["flow"], row["attention"], row["input_feed"])
+        same = [b for b in rows if b["precision"] == "32" and (b["flow"], b["attention"], b["input_feed"]) == key]
+        base = same[0] if same else None
+        if row is base or base is None:
+            continue
+        text = f"  {'/'.join(str(k) for k in key)} {row['precision']}: "
+        text += f"tok/s {row['tok_per_s'] / base['tok_per_s']:.2f}x"
+        text += f", train RSS {row['train_peak_rss_mb'] / base['train_peak_rss_mb']:.2f}x"
+        for name, label in (("greedy_sents_per_s", "greedy"), ("beam5_sents_per_s", "beam 5")):
+            if name in row:
+                text += f", {label} {row[name] / base[name]:.2f}x"
+        ratios.append(text)
+    if ratios:
+        print("against fp32 in this run:", *ratios, sep="\n")
     if args.json:
         policy = os.environ.get("OMP_WAIT_POLICY") or "default"  # peer_ratios.py compares like with like
         record = {"gemm_gflops": rates, "mean_target_length": mean_len, "omp_wait_policy": policy, "rows": rows}

@@ -5,7 +5,8 @@
 1. Multi30k de->en, the additive-attention GRU (experiments/multi30k_de_en/), trained for
    --minutes of wall clock; prints test_2016_flickr sacreBLEU and chrF (beam 5). ``--models
    bahdanau_additive transformer`` trains each model of experiments/multi30k_de_en/ named there
-   for the same budget, one after the other, and prints them side by side.
+   for the same budget, one after the other, and prints them side by side. ``--precision
+   bf16-mixed`` trains in bf16 (evaluation stays fp32); ``--beams 1 5`` also prints greedy BLEU.
 2. With --bible-minutes > 0: the same model and the `none` baseline on bible_en_es, each
    trained that long, with BLEU per source-length bucket on dev.
 Reads the corpora from $S2S_DATA_ROOT (default ../shared/data beside the repository).
@@ -30,8 +31,20 @@ def run(args: list[str], threads: int) -> None:
 
 
 def train_and_evaluate(
-    name: str, configs: list[str], minutes: float, src: Path, ref: Path, out: Path, threads: int, buckets: str
+    name: str,
+    configs: list[str],
+    minutes: float,
+    src: Path,
+    ref: Path,
+    out: Path,
+    threads: int,
+    buckets: str,
+    precision: str = "32-true",
+    beams: tuple[int, ...] = (5,),
 ) -> dict:
+    """Train for ``minutes`` of wall clock in ``precision``, then evaluate in fp32 with each beam size.
+
+    Returns the largest beam's evaluation, with ``bleu_by_beam`` and ``train_seconds`` added."""
     folder = out / name
     budget = time.strftime("00:%H:%M:%S", time.gmtime(minutes * 60))
     start = time.time()
@@ -49,34 +62,24 @@ def train_and_evaluate(
             str(folder),
             "--trainer.logger",
             "false",
+            "--trainer.precision",
+            precision,
         ],
         threads,
     )
     trained = time.time() - start
     ckpt = folder / "checkpoints" / "best.ckpt"
-    run(
-        [
-            "evaluate",
-            "--ckpt",
-            str(ckpt),
-            "--src",
-            str(src),
-            "--ref",
-            str(ref),
-            "--beam",
-            "5",
-            "--precision",
-            "fp32",
-            "--alpha",
-            "0.6",
-            "--buckets",
-            buckets,
-            "--out",
-            str(folder / "evaluation.json"),
-        ],
-        threads,
-    )
-    result = json.loads((folder / "evaluation.json").read_text())
+    results = {}
+    for beam in beams:
+        target = folder / f"evaluation_beam{beam}.json"
+        run(
+            ["evaluate", "--ckpt", str(ckpt), "--src", str(src), "--ref", str(ref), "--beam", str(beam)]
+            + ["--precision", "fp32", "--alpha", "0.6", "--buckets", buckets, "--out", str(target)],
+            threads,
+        )
+        results[beam] = json.loads(target.read_text())
+    result = results[max(beams)]
+    result["bleu_by_beam"] = {beam: r["overall"]["bleu"] for beam, r in results.items()}
     result["train_seconds"] = round(trained)
     return result
 
@@ -89,14 +92,17 @@ def main() -> None:
         "--models", nargs="+", default=["bahdanau_additive"], help="model files of experiments/multi30k_de_en/"
     )
     parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--precision", default="32-true", help="trainer precision: 32-true, bf16-mixed or auto")
+    parser.add_argument("--beams", type=int, nargs="+", default=[5], help="evaluate with each beam size (1: greedy)")
     parser.add_argument("--out", default="runs/quality")
     args = parser.parse_args()
     out = Path(args.out)
     m30k = ["experiments/base.yaml", "experiments/multi30k_de_en/base.yaml"]
     print()
     for model in args.models:
+        suffix = "" if args.precision == "32-true" else f"_{args.precision}"
         result = train_and_evaluate(
-            f"multi30k_{model}",
+            f"multi30k_{model}{suffix}",
             [*m30k, f"experiments/multi30k_de_en/{model}.yaml"],
             args.minutes,
             DATA / "multi30k" / "test_2016_flickr.de.gz",
@@ -104,12 +110,15 @@ def main() -> None:
             out,
             args.threads,
             "10,15,20,25,30",
+            args.precision,
+            tuple(sorted(set(args.beams))),
         )
         buckets = ", ".join(f"{b['bucket']}: {b['bleu']:.1f}" for b in result["buckets"])
+        by_beam = ", ".join(f"beam {k}: {v:.2f}" for k, v in result["bleu_by_beam"].items())
         print(
-            f"Multi30k de->en test_2016_flickr, {model}, {result['train_seconds']} s of training: "
-            f"BLEU {result['overall']['bleu']:.2f}, chrF {result['overall']['chrf']:.2f} (beam 5; "
-            f"{result['signature']}); per bucket {buckets}",
+            f"Multi30k de->en test_2016_flickr, {model}, {args.precision}, {result['train_seconds']} s of training: "
+            f"BLEU {result['overall']['bleu']:.2f}, chrF {result['overall']['chrf']:.2f} (beam {max(args.beams)}; "
+            f"{result['signature']}); BLEU {by_beam}; per bucket {buckets}",
             flush=True,
         )
     if args.bible_minutes > 0:

@@ -11,34 +11,46 @@ the library's kernels deliver differ, so the choice rests on a measurement:
   that ``--int8`` decoding uses), about 3 s in all;
 * :func:`machine_rates` caches the rates per machine (CPU model and flags, torch version, threads)
   in ``$S2S_CACHE_DIR`` (default ``~/.cache/seq2seq-attn``), so later runs pay nothing;
-* :func:`training_precision` picks ``bf16-mixed`` where bf16 runs >= :data:`BF16_SPEEDUP` x fp32 and
+* :func:`training_precision` picks ``bf16-compute`` where bf16 runs >= :data:`BF16_SPEEDUP` x fp32 and
   ``32-true`` elsewhere, and says why; the run folder records it (``precision.json``);
 * :func:`decoding_precision` picks the fastest of fp32, bf16 and int8 for ``translate`` and
   ``evaluate`` on CPU. int8 decoding matched fp32's BLEU within 0.35 on the measured Multi30k models
   (``docs/performance.md``), so the fastest is taken as equal in quality.
 
+Training precisions: ``32-true``; Lightning's ``bf16-mixed`` (autocast: each matrix product casts its
+fp32 inputs, and keeps fp32 activations for backward wherever an op is not on autocast's bf16 list);
+and ``bf16-compute`` (:func:`bf16_weights`): every floating-point parameter and buffer is cast to bf16
+once per forward pass, under autocast, so the whole model computes and keeps its activations in bf16,
+while the optimiser steps the fp32 weights (the "master weights" of mixed-precision training: the
+gradients flow back through the cast). The loss, the attention and output softmaxes and the search's
+scores stay fp32 as under ``bf16-mixed``.
+
 On CUDA, ``auto`` keeps fp32: at these model sizes bf16 autocast measured slower on an H200 (the
 models are bound by per-step kernel launches, not by matrix products; ``docs/performance.md``).
 """
 
+import contextlib
 import hashlib
 import json
 import math
 import os
 import platform
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
 from typing import Callable, Optional
 
 import torch
+from torch import nn
 
 BF16_SPEEDUP = 2.0  # bf16 training where bf16 GEMMs run at least this many times fp32's rate
 # (m, k, n): one decoder step of 64 sentences (GRU gates of a 512 state), the output layer over a
 # bucket of 896 target tokens and an 8,000-word vocabulary, a 1024-row encoder block
 SHAPES = ((64, 512, 1536), (896, 512, 8000), (1024, 512, 1536))
-TRAINING_CHOICES = ("32-true", "bf16-mixed")
+TRAINING_CHOICES = ("32-true", "bf16-mixed", "bf16-compute")
+BF16_TRAINING = "bf16-compute"  # what ``auto`` trains in where bf16 pays (benchmarks/throughput.py)
 DECODING_CHOICES = ("fp32", "bf16", "int8")
 
 Rates = dict[str, float]  # number format -> GFLOP/s, geometric mean over SHAPES
@@ -160,20 +172,64 @@ def forget_machine() -> None:
         pass
 
 
+@contextlib.contextmanager
+def bf16_weights(module: nn.Module, dtype: torch.dtype = torch.bfloat16) -> Iterator[None]:
+    """Within the block, ``module`` computes with ``dtype`` copies of its floating-point parameters and
+    buffers, cast once on entry (not once per use: the decoder reads its weights at every target step),
+    under autocast for the ops whose inputs still mix formats. The cast is part of the graph, so
+    ``backward`` gives the fp32 parameters their gradients and the optimiser steps them as usual.
+
+    The copies shadow the attributes (an instance attribute is found before ``nn.Module.__getattr__``
+    looks in ``_parameters``), so ``parameters()``, ``state_dict()``, checkpoints, the optimiser and DDP
+    see the fp32 tensors throughout; nn.RNN's flat weight list is shadowed the same way. Tied
+    parameters stay tied (one copy)."""
+    copies: dict[int, torch.Tensor] = {}
+    shadowed: list[tuple[nn.Module, str, Optional[list]]] = []  # (owner, attribute, what __dict__ had)
+
+    def cast(tensor: torch.Tensor) -> torch.Tensor:
+        if tensor.is_floating_point() and tensor.dtype != dtype and id(tensor) not in copies:
+            copies[id(tensor)] = tensor.to(dtype)
+        return copies.get(id(tensor), tensor)
+
+    try:
+        for owner in module.modules():
+            tensors = {**owner._parameters, **owner._buffers}
+            if isinstance(getattr(owner, "_flat_weights", None), list):  # nn.RNN/GRU/LSTM read this list
+                shadowed.append((owner, "_flat_weights", owner._flat_weights))
+                owner.__dict__["_flat_weights"] = [None if w is None else cast(w) for w in owner._flat_weights]
+            for name, tensor in tensors.items():
+                if tensor is not None and cast(tensor) is not tensor:
+                    shadowed.append((owner, name, None))
+                    owner.__dict__[name] = cast(tensor)
+        with torch.autocast(_device_type(module), dtype=dtype):
+            yield
+    finally:
+        for owner, name, original in reversed(shadowed):
+            if original is None:
+                del owner.__dict__[name]
+            else:
+                owner.__dict__[name] = original
+
+
+def _device_type(module: nn.Module) -> str:
+    first = next(iter(module.parameters()), None)
+    return first.device.type if first is not None else "cpu"
+
+
 def _on_cuda(accelerator: object) -> bool:
     name = str(accelerator or "auto")
     return name.startswith(("cuda", "gpu")) or (name == "auto" and torch.cuda.is_available())
 
 
 def training_precision(accelerator: object = "auto", measure: Optional[Callable[[], Rates]] = None) -> PrecisionChoice:
-    """``bf16-mixed`` where this CPU's bf16 GEMMs run >= :data:`BF16_SPEEDUP` x fp32, else ``32-true``."""
+    """``bf16-compute`` where this CPU's bf16 GEMMs run >= :data:`BF16_SPEEDUP` x fp32, else ``32-true``."""
     if _on_cuda(accelerator):
         return PrecisionChoice(
             "auto", "32-true", "CUDA: bf16 autocast measured slower than fp32 at these model sizes on an H200"
         )
     rates, cached = machine_rates(measure)
     ratio = rates["bf16"] / rates["fp32"]
-    chosen = "bf16-mixed" if ratio >= BF16_SPEEDUP else "32-true"
+    chosen = BF16_TRAINING if ratio >= BF16_SPEEDUP else "32-true"
     verdict = ">=" if ratio >= BF16_SPEEDUP else "<"
     reason = (
         f"bf16 GEMMs run at {rates['bf16']:.0f} GFLOP/s, {ratio:.2f}x fp32's {rates['fp32']:.0f} "

@@ -1,6 +1,7 @@
 """The tool commands beside LightningCLI's: ablate, cell, report, resume, translate, evaluate, data fetch."""
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 from typing import Optional
@@ -146,10 +147,8 @@ def _read_text(path: Optional[str]) -> list[str]:
 
 def _translate(args, lines: list[str]) -> list[str]:
     """One detokenised output per input line; an empty line gives an empty output."""
-    import torch
-
     from seq2seq_attn.inference import load_model, text_codec, translate_tokens
-    from seq2seq_attn.precision import decoding_precision, describe
+    from seq2seq_attn.precision import bf16_weights, decoding_precision, describe
     from seq2seq_attn.quantize import int8_copy
 
     if args.int8:
@@ -170,7 +169,8 @@ def _translate(args, lines: list[str]) -> list[str]:
             f"warning: {cut} input line(s) longer than {args.max_input_tokens} tokens were cut to that length",
             file=sys.stderr,
         )
-    with torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=args.precision == "bf16"):
+    # bf16: the weights cast once for the whole run (not once per decoder step), autocast for the rest
+    with bf16_weights(module.model) if args.precision == "bf16" else contextlib.nullcontext():
         results = translate_tokens(
             module, [t[: args.max_input_tokens] for t in tokens], args.beam, args.alpha, attention=False
         )

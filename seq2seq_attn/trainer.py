@@ -1,20 +1,47 @@
-"""The Lightning Trainer of ``seq2seq-attn``: Lightning's, plus ``precision: auto``.
+"""The Lightning Trainer of ``seq2seq-attn``: Lightning's, plus ``precision: bf16-compute`` and ``auto``.
 
+``--trainer.precision bf16-compute`` trains with bf16 copies of the weights made once per step and fp32
+master weights (:class:`BF16Compute`, :func:`seq2seq_attn.precision.bf16_weights`).
 ``--trainer.precision auto`` (or ``trainer: {precision: auto}`` in a config) resolves to
-``bf16-mixed`` or ``32-true`` through :func:`seq2seq_attn.precision.training_precision` before the
+``bf16-compute`` or ``32-true`` through :func:`seq2seq_attn.precision.training_precision` before the
 Trainer is built; every other value goes to Lightning unchanged. The run folder gets a
 ``precision.json`` with what was asked, what was chosen and why, and the console one line.
 """
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal, Optional, Union
 
 import pytorch_lightning as pl
+import torch
 from lightning_fabric.plugins.precision.precision import _PRECISION_INPUT
 from pytorch_lightning.callbacks import Callback
+from pytorch_lightning.plugins.precision import Precision
 
-from seq2seq_attn.precision import PrecisionChoice, describe, training_precision
+from seq2seq_attn.errors import ConfigError
+from seq2seq_attn.precision import PrecisionChoice, bf16_weights, describe, training_precision
 from seq2seq_attn.results import write_json
+
+
+class BF16Compute(Precision):
+    """bf16 compute with fp32 master weights: every training, validation, test and predict step runs
+    inside :func:`~seq2seq_attn.precision.bf16_weights` on the LightningModule, so its weights are cast
+    once per step and the optimiser, gradient clipping and checkpoints work on the fp32 weights."""
+
+    precision = "bf16-compute"
+
+    def __init__(self) -> None:
+        self.module: Optional[torch.nn.Module] = None
+
+    def convert_module(self, module: torch.nn.Module) -> torch.nn.Module:
+        self.module = module  # the LightningModule, before a strategy wraps it
+        return module
+
+    @contextlib.contextmanager
+    def forward_context(self) -> Iterator[None]:
+        with bf16_weights(self.module) if self.module is not None else contextlib.nullcontext():
+            yield
 
 
 class PrecisionRecord(Callback):
@@ -29,11 +56,15 @@ class PrecisionRecord(Callback):
             write_json(run_dir / "precision.json", self.choice.to_json())
 
 
+def _plugins(value: object) -> list:
+    return [] if value is None else list(value) if isinstance(value, (list, tuple)) else [value]
+
+
 class Trainer(pl.Trainer):
-    """:class:`pytorch_lightning.Trainer` that also accepts ``precision="auto"``."""
+    """:class:`pytorch_lightning.Trainer` that also accepts ``precision="bf16-compute"`` and ``"auto"``."""
 
     def __init__(
-        self, *args, precision: Optional[Union[_PRECISION_INPUT, Literal["auto"]]] = None, **kwargs
+        self, *args, precision: Optional[Union[_PRECISION_INPUT, Literal["bf16-compute", "auto"]]] = None, **kwargs
     ) -> None:
         choice = None
         if precision == "auto":
@@ -43,5 +74,12 @@ class Trainer(pl.Trainer):
             callbacks = kwargs.get("callbacks")
             callbacks = [] if callbacks is None else list(callbacks) if isinstance(callbacks, list) else [callbacks]
             kwargs["callbacks"] = [*callbacks, PrecisionRecord(choice)]
+        if precision == BF16Compute.precision:
+            plugins = _plugins(kwargs.get("plugins"))
+            if any(isinstance(p, Precision) for p in plugins):
+                raise ConfigError(
+                    "precision bf16-compute is a precision plugin itself: drop the other from trainer.plugins"
+                )
+            kwargs["plugins"], precision = [*plugins, BF16Compute()], None
         super().__init__(*args, precision=precision, **kwargs)
         self.precision_choice = choice

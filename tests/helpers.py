@@ -1,6 +1,7 @@
 """Names and builders the tests share (imported as ``from helpers import ...``; fixtures live in conftest.py)."""
 
-from typing import Callable
+import contextlib
+from typing import Callable, ContextManager
 
 import torch
 
@@ -62,9 +63,15 @@ def gold_prefix(batch: int = 3, steps: int = 6) -> torch.Tensor:
     return trg_in
 
 
-def memorise_reverse_pairs(build: Callable[[int], torch.nn.Module], lr: float = 0.02, steps: int = 300) -> str:
+def memorise_reverse_pairs(
+    build: Callable[[int], torch.nn.Module],
+    lr: float = 0.02,
+    steps: int = 300,
+    compute: Callable[[torch.nn.Module], ContextManager] = lambda model: contextlib.nullcontext(),
+) -> str:
     """Train ``build(vocabulary size)`` on 4 reverse pairs; '' once greedy search reproduces them all
-    (checked every 25 updates), else a message with the final loss."""
+    (checked every 25 updates), else a message with the final loss. Every forward pass and search runs
+    inside ``compute(model)`` (a number format, say)."""
     vocab = toy_vocab(10)
     examples = make_examples("reverse", vocab, 4, 7, 4, seed=3)
     batch = collate([(i, ex.src, ex.trg, ex.alignment) for i, ex in enumerate(examples)])
@@ -72,15 +79,16 @@ def memorise_reverse_pairs(build: Callable[[int], torch.nn.Module], lr: float = 
     optimiser = torch.optim.Adam(model.parameters(), lr=lr)
     for step in range(1, steps + 1):
         model.train()
-        logits = model(batch.src, batch.src_lengths, batch.trg_in).logits
+        with compute(model):
+            logits = model(batch.src, batch.src_lengths, batch.trg_in).logits.float()
         loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), batch.trg_out, ignore_index=0)
         optimiser.zero_grad()
         loss.backward()
         optimiser.step()
         if step % 25 == 0:
             model.eval()
-            if greedy_search(model, batch.src, batch.src_lengths, SearchSettings()).to_lists() == [
-                e.trg for e in examples
-            ]:
+            with compute(model):
+                found = greedy_search(model, batch.src, batch.src_lengths, SearchSettings()).to_lists()
+            if found == [e.trg for e in examples]:
                 return ""
     return f"not memorised in {steps} steps (final loss {loss.item():.3f})"

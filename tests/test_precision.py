@@ -1,5 +1,6 @@
 """``precision: auto``: the GEMM probe, its per-machine cache, the choice and the run folder's record."""
 
+import functools
 import json
 from pathlib import Path
 
@@ -31,7 +32,7 @@ def fixed(rates, calls=None):
     return measure
 
 
-@pytest.mark.parametrize("rates,expected", [(AMX, "bf16-mixed"), (NO_AMX, "32-true")])
+@pytest.mark.parametrize("rates,expected", [(AMX, "bf16-compute"), (NO_AMX, "32-true")])
 def test_training_choice_follows_the_bf16_speedup(rates, expected, cache):
     choice = precision.training_precision("cpu", fixed(rates))
     assert choice.precision == expected and choice.rates == rates and not choice.cached
@@ -40,7 +41,7 @@ def test_training_choice_follows_the_bf16_speedup(rates, expected, cache):
 
 
 def test_the_threshold_is_inclusive(cache):
-    assert precision.training_precision("cpu", fixed({"fp32": 100, "bf16": 200, "int8": 1})).precision == "bf16-mixed"
+    assert precision.training_precision("cpu", fixed({"fp32": 100, "bf16": 200, "int8": 1})).precision == "bf16-compute"
     cache.unlink()
     assert precision.training_precision("cpu", fixed({"fp32": 100, "bf16": 199, "int8": 1})).precision == "32-true"
 
@@ -50,7 +51,7 @@ def test_rates_are_measured_once_per_machine_then_cached(cache):
     first = precision.training_precision("cpu", fixed(AMX, calls))
     second = precision.training_precision("cpu", fixed(NO_AMX, calls))  # would choose otherwise if it measured
     assert len(calls) == 1 and not first.cached and second.cached
-    assert second.precision == first.precision == "bf16-mixed"
+    assert second.precision == first.precision == "bf16-compute"
     stored = json.loads(cache.read_text())
     assert stored == {precision.machine_key(): AMX}
 
@@ -91,7 +92,7 @@ def quiet(tmp_path):
     return ["--trainer.logger", "false", "--trainer.enable_progress_bar", "false"]
 
 
-@pytest.mark.parametrize("rates,expected", [(AMX, "bf16-mixed"), (NO_AMX, "32-true")])
+@pytest.mark.parametrize("rates,expected", [(AMX, "bf16-compute"), (NO_AMX, "32-true")])
 def test_auto_from_the_command_line_builds_that_trainer_and_records_why(rates, expected, cache, tmp_path, monkeypatch):
     monkeypatch.setattr(precision, "probe", fixed(rates))
     run = tmp_path / "run"
@@ -129,54 +130,133 @@ def test_the_precision_command_prints_rates_and_both_choices(cache, monkeypatch,
     main(["precision"])
     main(["precision", "--remeasure"])
     printed = capsys.readouterr().out
-    assert len(calls) == 2 and printed.count("training: precision auto -> bf16-mixed") == 3
+    assert len(calls) == 2 and printed.count("training: precision auto -> bf16-compute") == 3
     assert "decoding: precision auto -> bf16" in printed and "fp32 250, bf16 1400, int8 900" in printed
 
 
-@pytest.mark.parametrize(
-    "flow,attention,feed",
-    [("bahdanau", "additive", True), ("luong", "general", True), ("luong", "dot", False), ("none", "none", True)],
-)
-def test_bf16_training_loss_and_gradients_stay_close_to_fp32_on_a_fixed_batch(flow, attention, feed):
-    """What ``bf16-mixed`` (the choice of ``auto`` on an AMX CPU) computes: the loss within 1%, every
-    parameter's gradient pointing the same way (cosine >= 0.99) as fp32's on the same batch."""
+BF16_MODELS = [
+    {"flow": "bahdanau", "attention": "additive"},
+    {"flow": "luong", "attention": "general"},
+    {"flow": "luong", "attention": "dot", "input_feed": False},
+    {"flow": "none", "attention": "none"},
+    {"flow": "bahdanau", "attention": "additive", "coverage": True},
+    {"flow": "luong", "attention": "general", "heads": 4},
+    {"flow": "luong", "attention": "general", "alignment": "local-p", "window": 3},
+    {"arch": "transformer", "flow": None, "attention": None, "num_layers": 2, "heads": 4, "ffn_size": 64},
+]
+
+
+def fixed_batch():
     from helpers import V_SRC, V_TRG
 
     from seq2seq_attn.data.collate import Batch
-    from seq2seq_attn.loss import token_loss
-    from seq2seq_attn.modules import build_seq2seq
 
-    torch.manual_seed(3)
-    model = build_seq2seq(
-        V_SRC,
-        V_TRG,
-        attention=attention,
-        flow=flow,
-        input_feed=feed,
-        emb_size=32,
-        hidden_size=32,
-        dec_hidden_size=64,
-        dropout=0.0,
-    )
     lengths = torch.tensor([9, 7, 4, 2])
     src = torch.randint(4, V_SRC, (4, 9))
     src[torch.arange(9).unsqueeze(0) >= lengths.unsqueeze(1)] = 0
     trg_out = torch.randint(4, V_TRG, (4, 8))
     trg_out[:, -1] = 2
     trg_in = torch.cat([torch.ones(4, 1, dtype=torch.long), trg_out[:, :-1]], 1)
-    batch = Batch(src, lengths, trg_in, trg_out, None, torch.arange(4))
+    return Batch(src, lengths, trg_in, trg_out, None, torch.arange(4))
 
-    def loss_and_grads(bf16: bool):
+
+def small_model(options: dict) -> torch.nn.Module:
+    from helpers import V_SRC, V_TRG
+
+    from seq2seq_attn.lit_module import Seq2SeqLitModule
+
+    sizes = {"emb_size": 32, "hidden_size": 32, "dec_hidden_size": 64, "dropout": 0.0}
+    return Seq2SeqLitModule(src_vocab_size=V_SRC, trg_vocab_size=V_TRG, **sizes, **options).model
+
+
+@pytest.mark.parametrize("mode", ["bf16-mixed", "bf16-compute"])
+@pytest.mark.parametrize("options", BF16_MODELS, ids=lambda o: "-".join(f"{v}" for v in o.values() if v)[:40])
+def test_bf16_training_loss_and_gradients_stay_close_to_fp32_on_a_fixed_batch(mode, options):
+    """What ``bf16-mixed`` (autocast) and ``bf16-compute`` (weights cast once, fp32 master weights)
+    compute: the loss within 1%, every parameter's gradient fp32 and pointing the same way (cosine >= 0.99)
+    as fp32's on the same batch."""
+    from seq2seq_attn.loss import token_loss
+
+    torch.manual_seed(3)
+    model, batch = small_model(options), fixed_batch()
+
+    def loss_and_grads(number_format: str):
         model.zero_grad()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        if number_format == "bf16-compute":
+            context = precision.bf16_weights(model)
+        else:
+            context = torch.autocast("cpu", dtype=torch.bfloat16, enabled=number_format == "bf16-mixed")
+        with context:
             loss = token_loss(model, batch)
         loss.backward()
+        assert all(p.grad.dtype == torch.float32 for p in model.parameters() if p.grad is not None)
         return loss.detach().float(), {n: p.grad.detach().float().clone() for n, p in model.named_parameters()}
 
-    loss32, grads32 = loss_and_grads(False)
-    loss16, grads16 = loss_and_grads(True)
+    loss32, grads32 = loss_and_grads("32-true")
+    loss16, grads16 = loss_and_grads(mode)
     assert loss16.dtype == torch.float32 and abs(loss16 - loss32) / loss32 < 0.01
     for name, grad in grads32.items():
         if grad.norm() > 1e-6:
             cosine = torch.nn.functional.cosine_similarity(grad.flatten(), grads16[name].flatten(), dim=0)
             assert cosine >= 0.99, (name, float(cosine))
+
+
+def attribute(module: torch.nn.Module, dotted: str) -> torch.Tensor:
+    """What the module's own code reads as ``self.<dotted>`` (e.g. ``decoder.rnn.weight_hh_l0``)."""
+    return functools.reduce(getattr, dotted.split("."), module)
+
+
+@pytest.mark.parametrize("options", [
+    {"flow": "bahdanau", "attention": "additive"},
+    {"arch": "transformer", "flow": None, "attention": None, "num_layers": 1, "heads": 2, "ffn_size": 32,
+     "tie_embeddings": True},
+], ids=["rnn", "tied-transformer"])  # fmt: skip
+def test_bf16_weights_casts_once_and_leaves_the_module_as_it_was(options):
+    module = small_model(options)
+    before = module.state_dict(keep_vars=True)  # name -> the fp32 Parameter or buffer itself
+    rnns = [(m, m._flat_weights, list(m._flat_weights)) for m in module.modules() if isinstance(m, torch.nn.RNNBase)]
+    with precision.bf16_weights(module):
+        read = {name: attribute(module, name) for name in before}
+        assert all(read[n].dtype == torch.bfloat16 for n, t in before.items() if t.is_floating_point())
+        assert all(w.dtype == torch.bfloat16 for m, _, _ in rnns for w in m._flat_weights)
+        after_inside = module.state_dict(keep_vars=True)
+        assert list(after_inside) == list(before) and all(after_inside[n] is before[n] for n in before)
+        if options.get("tie_embeddings"):  # one parameter, one copy: still tied
+            assert read["output.weight"] is read["trg_embed.tokens.weight"]
+    after = module.state_dict(keep_vars=True)
+    assert list(after) == list(before) and all(after[n] is before[n] for n in before)
+    assert all(attribute(module, n) is before[n] for n in before)  # no copy is left shadowing a weight
+    for m, own, weights in rnns:
+        assert m._flat_weights is own and all(a is b for a, b in zip(own, weights))
+
+
+@pytest.mark.parametrize("options", [{"flow": "bahdanau", "attention": "additive"},
+                                     {"flow": "luong", "attention": "general"}], ids=["bahdanau", "luong"])  # fmt: skip
+def test_bf16_compute_memorises_reverse_pairs(options):
+    """Trained and searched in bf16 (weights cast once per step), the fp32 master weights still learn."""
+    from helpers import memorise_reverse_pairs
+
+    from seq2seq_attn.modules import build_seq2seq
+
+    torch.manual_seed(0)
+    failure = memorise_reverse_pairs(
+        lambda v: build_seq2seq(v, v, emb_size=32, hidden_size=32, **options), compute=precision.bf16_weights
+    )
+    assert failure == ""
+
+
+def test_bf16_compute_from_the_command_line_trains_fp32_weights(tmp_path):
+    run = tmp_path / "run"
+    args = ["--config", BASE, "--config", REVERSE, *quiet(tmp_path), "--trainer.default_root_dir", str(run)]
+    cli = run_cli(["fit", *args, "--trainer.precision", "bf16-compute", "--trainer.fast_dev_run", "2"])
+    assert cli.trainer.precision == "bf16-compute"
+    assert torch.isfinite(cli.trainer.callback_metrics["train/loss"])
+    assert all(p.dtype == torch.float32 for p in cli.model.parameters())
+
+
+def test_bf16_compute_with_another_precision_plugin_is_one_line(tmp_path):
+    from seq2seq_attn.errors import ConfigError
+    from seq2seq_attn.trainer import Trainer
+
+    with pytest.raises(ConfigError, match="drop the other"):
+        Trainer(precision="bf16-compute", plugins=[__import__("pytorch_lightning").plugins.precision.Precision()])
