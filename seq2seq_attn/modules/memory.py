@@ -8,8 +8,8 @@ from torch import Tensor
 class Memory(NamedTuple):
     """What the decoder reads from the encoder, prepared once per batch."""
 
-    values: Tensor  # (B, S, H) encoder outputs (multi-head: projected values)
-    keys: Tensor  # (B, S, K) scorer-prepared keys
+    values: Tensor  # (B, S, H) encoder outputs (multi-head: projected values per head, (B, h, S, d_v))
+    keys: Tensor  # (B, S, K) scorer-prepared keys (multi-head: per head, (B, h, S, d_h))
     mask: Tensor  # (B, S) bool, True = real token
     summary: Tensor  # (B, H) fixed-size summary of the source (top layer final state)
 

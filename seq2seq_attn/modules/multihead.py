@@ -45,17 +45,19 @@ class MultiHeadAttention(nn.Module):
         return x.view(x.size(0), x.size(1), self.heads, -1).transpose(1, 2)
 
     def prepare(self, values: Tensor, mask: Tensor, summary: Tensor) -> Memory:
-        """Keys and values projected once per batch: keys ``(B, S, D)``, values ``(B, S, H)``."""
-        return Memory(self.value_proj(values), self.key_proj(values), mask, summary)
+        """Keys and values projected and split into heads once per batch (``general``: ``W_i k`` too):
+        keys ``(B, h, S, d_h)``, values ``(B, h, S, d_v)``."""
+        keys = self._split(self.key_proj(values))  # (B, h, S, d_h)
+        if self.bilinear is not None:
+            keys = keys @ self.bilinear.transpose(1, 2).unsqueeze(0)  # (B, h, S, d_h): W_i k per head
+        return Memory(self._split(self.value_proj(values)), keys, mask, summary)
 
     def init_state(self, memory: Memory) -> AttentionState:
         return AttentionState(torch.zeros(memory.mask.size(0), device=memory.mask.device), None)
 
     def forward(self, query: Tensor, memory: Memory, state: AttentionState) -> AttentionOutput:
         q = self._split(self.query_proj(query))  # (B, h, T, d_h)
-        k, v = self._split(memory.keys), self._split(memory.values)  # (B, h, S, d_h), (B, h, S, d_v)
-        if self.bilinear is not None:
-            k = k @ self.bilinear.transpose(1, 2).unsqueeze(0)  # (B, h, S, d_h): W_i k per head
+        k, v = memory.keys, memory.values  # (B, h, S, d_h), (B, h, S, d_v)
         energies = (q @ k.transpose(-1, -2)) * self.scale  # (B, h, T, S)
         energies = energies.masked_fill(~memory.mask[:, None, None, :], float("-inf"))
         head_weights = energies.softmax(dim=-1)  # (B, h, T, S)
