@@ -1,6 +1,6 @@
-"""Process-wide CPU settings for speed: flush denormals, keep freed memory.
+"""Process-wide CPU settings for speed: flush denormals, keep freed memory, bound oneDNN's cache.
 
-:func:`configure` applies both. Both change the whole process (numpy and fp64 work too,
+:func:`configure` applies all three. Both change the whole process (numpy and fp64 work too,
 and every later allocation), so the library never calls it on import or when a model is
 built: only where the project owns the process, first thing in the ``seq2seq-attn``
 command, an ablation cell and the benchmarks. A notebook that wants the speed calls
@@ -29,6 +29,15 @@ in: a (320, 35, 512) tanh output in beam search took 5,600 page faults and 6 ms
 instead of 1.9 ms. :func:`keep_freed_memory` raises glibc's mmap and trim thresholds
 (to 64 and 256 MiB) so that freed blocks stay in the process for the next step:
 training the Multi30k model ran 4-8% faster, at the same peak RSS.
+
+**oneDNN's primitive cache.** bf16 matrix products on CPU run through oneDNN, which builds a
+"primitive" for every distinct shape and keeps up to 1,024 of them, with their buffers. Length-bucketed
+batches give a new shape for nearly every (batch, length) pair, so under bf16 training the cache filled
+and the process grew by hundreds of megabytes (Luong general + feeding, 160 updates, peak RSS 1,556 MB in
+bf16 against 860 MB in fp32). :func:`bound_onednn_cache` sets ``ONEDNN_PRIMITIVE_CACHE_CAPACITY`` to
+:data:`ONEDNN_CACHE` unless it is set already: 1,104 MB at the same speed (capacity 0, no cache: 1,282 MB
+and 36% slower; ``docs/performance.md``). oneDNN reads the variable once, at its first primitive, so
+this too must come before any bf16 work.
 """
 
 import ctypes
@@ -41,6 +50,7 @@ import torch
 _warned = False
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt parameters (malloc.h)
 MMAP_THRESHOLD, TRIM_THRESHOLD = 64 << 20, 256 << 20
+ONEDNN_CACHE = 64  # oneDNN primitives kept (its default: 1,024)
 
 
 OPT_OUT = "S2S_CPU_TUNING"  # "0", "false", "no" or "off": leave the process as it is
@@ -52,13 +62,22 @@ def enabled() -> bool:
 
 
 def configure() -> bool:
-    """Flush denormals and keep freed memory (each a no-op where it does not apply).
+    """Flush denormals, keep freed memory, bound oneDNN's cache (each a no-op where it does not apply).
 
     Returns False, changing nothing, where the ``S2S_CPU_TUNING`` opt-out is set."""
     if not enabled():
         return False
+    bound_onednn_cache()
     flush_denormals()
     keep_freed_memory()
+    return True
+
+
+def bound_onednn_cache() -> bool:
+    """Keep at most :data:`ONEDNN_CACHE` oneDNN primitives, unless the variable is set; returns whether it set it."""
+    if "ONEDNN_PRIMITIVE_CACHE_CAPACITY" in os.environ or "DNNL_PRIMITIVE_CACHE_CAPACITY" in os.environ:
+        return False
+    os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] = str(ONEDNN_CACHE)
     return True
 
 
