@@ -3,7 +3,7 @@
 ``--trainer.precision bf16-compute`` trains with bf16 copies of the weights made once per step and fp32
 master weights (:class:`BF16Compute`, :func:`seq2seq_attn.precision.bf16_weights`).
 ``--trainer.precision auto`` (or ``trainer: {precision: auto}`` in a config) resolves to
-``bf16-compute`` or ``32-true`` through :func:`seq2seq_attn.precision.training_precision` before the
+``bf16-mixed`` or ``32-true`` through :func:`seq2seq_attn.precision.training_precision` before the
 Trainer is built; every other value goes to Lightning unchanged. The run folder gets a
 ``precision.json`` with what was asked, what was chosen and why, and the console one line.
 """

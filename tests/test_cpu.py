@@ -123,3 +123,14 @@ def test_no_cpu_tuning_switch_sets_the_opt_out_for_the_process_and_its_children(
         cli.main(["--no-cpu-tuning", "report", "--help"])
     assert os.environ[cpu.OPT_OUT] == "0" and calls == [False]
     assert "seq2seq-attn report" in capsys.readouterr().out
+
+
+def test_onednn_cache_is_bounded_unless_the_user_set_it(monkeypatch):
+    for name in ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "DNNL_PRIMITIVE_CACHE_CAPACITY"):
+        monkeypatch.delenv(name, raising=False)
+    assert cpu.bound_onednn_cache() and os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == str(cpu.ONEDNN_CACHE)
+    monkeypatch.setenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "1024")
+    assert not cpu.bound_onednn_cache() and os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == "1024"
+    monkeypatch.delenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY")
+    monkeypatch.setenv("DNNL_PRIMITIVE_CACHE_CAPACITY", "8")  # oneDNN's older name counts as set too
+    assert not cpu.bound_onednn_cache() and "ONEDNN_PRIMITIVE_CACHE_CAPACITY" not in os.environ

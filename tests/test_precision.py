@@ -32,7 +32,7 @@ def fixed(rates, calls=None):
     return measure
 
 
-@pytest.mark.parametrize("rates,expected", [(AMX, "bf16-compute"), (NO_AMX, "32-true")])
+@pytest.mark.parametrize("rates,expected", [(AMX, "bf16-mixed"), (NO_AMX, "32-true")])
 def test_training_choice_follows_the_bf16_speedup(rates, expected, cache):
     choice = precision.training_precision("cpu", fixed(rates))
     assert choice.precision == expected and choice.rates == rates and not choice.cached
@@ -41,7 +41,7 @@ def test_training_choice_follows_the_bf16_speedup(rates, expected, cache):
 
 
 def test_the_threshold_is_inclusive(cache):
-    assert precision.training_precision("cpu", fixed({"fp32": 100, "bf16": 200, "int8": 1})).precision == "bf16-compute"
+    assert precision.training_precision("cpu", fixed({"fp32": 100, "bf16": 200, "int8": 1})).precision == "bf16-mixed"
     cache.unlink()
     assert precision.training_precision("cpu", fixed({"fp32": 100, "bf16": 199, "int8": 1})).precision == "32-true"
 
@@ -51,7 +51,7 @@ def test_rates_are_measured_once_per_machine_then_cached(cache):
     first = precision.training_precision("cpu", fixed(AMX, calls))
     second = precision.training_precision("cpu", fixed(NO_AMX, calls))  # would choose otherwise if it measured
     assert len(calls) == 1 and not first.cached and second.cached
-    assert second.precision == first.precision == "bf16-compute"
+    assert second.precision == first.precision == "bf16-mixed"
     stored = json.loads(cache.read_text())
     assert stored == {precision.machine_key(): AMX}
 
@@ -92,7 +92,7 @@ def quiet(tmp_path):
     return ["--trainer.logger", "false", "--trainer.enable_progress_bar", "false"]
 
 
-@pytest.mark.parametrize("rates,expected", [(AMX, "bf16-compute"), (NO_AMX, "32-true")])
+@pytest.mark.parametrize("rates,expected", [(AMX, "bf16-mixed"), (NO_AMX, "32-true")])
 def test_auto_from_the_command_line_builds_that_trainer_and_records_why(rates, expected, cache, tmp_path, monkeypatch):
     monkeypatch.setattr(precision, "probe", fixed(rates))
     run = tmp_path / "run"
@@ -130,7 +130,7 @@ def test_the_precision_command_prints_rates_and_both_choices(cache, monkeypatch,
     main(["precision"])
     main(["precision", "--remeasure"])
     printed = capsys.readouterr().out
-    assert len(calls) == 2 and printed.count("training: precision auto -> bf16-compute") == 3
+    assert len(calls) == 2 and printed.count("training: precision auto -> bf16-mixed") == 3
     assert "decoding: precision auto -> bf16" in printed and "fp32 250, bf16 1400, int8 900" in printed
 
 
