@@ -142,8 +142,8 @@ def main() -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     results = {}
     formats = args.precisions or ["int8" if args.int8 else "fp32"]
+    tagged = bool(args.precisions)  # a comparison names every file; the single-format run keeps its names
     for number_format in formats:
-        tagged = bool(args.precisions)  # a comparison names every file; the single-format run keeps its names
         results.update(decode(args, number_format, lines, references, out_dir, tagged))
     if args.precisions and len(formats) > 1 and "fp32" in formats:
         compare(results, formats, args.beams)

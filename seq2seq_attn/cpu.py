@@ -1,7 +1,7 @@
 """Process-wide CPU settings for speed: flush denormals, keep freed memory, bound oneDNN's cache.
 
-:func:`configure` applies all three. Both change the whole process (numpy and fp64 work too,
-and every later allocation), so the library never calls it on import or when a model is
+:func:`configure` applies all three. They change the whole process (numpy and fp64 work too,
+every later allocation, every later oneDNN primitive), so the library never calls it on import or when a model is
 built: only where the project owns the process, first thing in the ``seq2seq-attn``
 command, an ablation cell and the benchmarks. A notebook that wants the speed calls
 ``seq2seq_attn.cpu.configure()`` itself, before any other torch work. Opt out with the

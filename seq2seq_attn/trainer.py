@@ -56,7 +56,8 @@ class PrecisionRecord(Callback):
             write_json(run_dir / "precision.json", self.choice.to_json())
 
 
-def _plugins(value: object) -> list:
+def _as_list(value: object) -> list:
+    """A Trainer argument that takes one object or a list of them (callbacks, plugins), as a list."""
     return [] if value is None else list(value) if isinstance(value, (list, tuple)) else [value]
 
 
@@ -71,11 +72,9 @@ class Trainer(pl.Trainer):
             choice = training_precision(kwargs.get("accelerator", "auto"))
             print(describe(choice), flush=True)
             precision = choice.precision
-            callbacks = kwargs.get("callbacks")
-            callbacks = [] if callbacks is None else list(callbacks) if isinstance(callbacks, list) else [callbacks]
-            kwargs["callbacks"] = [*callbacks, PrecisionRecord(choice)]
+            kwargs["callbacks"] = [*_as_list(kwargs.get("callbacks")), PrecisionRecord(choice)]
         if precision == BF16Compute.precision:
-            plugins = _plugins(kwargs.get("plugins"))
+            plugins = _as_list(kwargs.get("plugins"))
             if any(isinstance(p, Precision) for p in plugins):
                 raise ConfigError(
                     "precision bf16-compute is a precision plugin itself: drop the other from trainer.plugins"

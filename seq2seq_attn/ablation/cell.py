@@ -34,8 +34,8 @@ def stopped_short(trainer) -> Optional[str]:
     target, done = trainer.max_steps, trainer.global_step
     if target is None or target < 0 or done >= target:
         return None
-    timers = [c for c in trainer.callbacks if isinstance(c, Timer)]
-    if timers and (timers[0].time_remaining() or 0) <= 0:
+    remaining = [c.time_remaining() for c in trainer.callbacks if isinstance(c, Timer)]  # None: no duration
+    if any(r is not None and r <= 0 for r in remaining):
         why = "trainer.max_time"
     elif trainer.current_epoch >= (trainer.max_epochs or 0) > 0:
         why = f"trainer.max_epochs ({trainer.max_epochs})"
