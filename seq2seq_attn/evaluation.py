@@ -15,8 +15,10 @@ from seq2seq_attn.data.datamodule import TextSource
 from seq2seq_attn.data.vocab import PAD_ID, Vocab
 from seq2seq_attn.metrics import (
     Records,
+    attention_saturation,
     concat_records,
     exact_match,
+    range_medians,
     summarize,
     summarize_buckets,
     teacher_forced_records,
@@ -59,12 +61,25 @@ class Evaluation:
         self.records: list[Records] = []
         self.hyps: list[tuple[int, list[int]]] = []
         self.attention_maps: list[dict] = []
+        self.score_ranges: dict[int, Tensor] = {}  # example index -> its attention rows' score ranges (n, h)
         self.decoded = 0
 
-    def add(self, batch: Batch, logits: Tensor, weights: Optional[Tensor], hyp: Optional[Hypotheses]) -> None:
-        """Args: logits ``(B, T, V)`` and weights ``(B, T, S)`` teacher-forced; hyp decoded or None."""
+    def add(
+        self,
+        batch: Batch,
+        logits: Tensor,
+        weights: Optional[Tensor],
+        hyp: Optional[Hypotheses],
+        energies: Optional[Tensor] = None,
+    ) -> None:
+        """Args: logits ``(B, T, V)``, weights ``(B, T, S)`` and energies ``(B, h, T, S)`` teacher-forced
+        (energies: for the saturation metrics, None where the model gives none); hyp decoded or None."""
         rec = teacher_forced_records(logits, batch.trg_out, batch.src_lengths, PAD_ID, weights, batch.alignment)
         rec["index"] = batch.index.float()
+        if energies is not None:
+            saturation, ranges = attention_saturation(energies, batch.trg_out != PAD_ID)
+            rec.update(saturation)
+            self.score_ranges.update(zip(batch.index.tolist(), (r.cpu() for r in ranges)))
         if self.text is not None:  # buckets of real text count source words, not subword tokens
             rec["src_len"] = torch.tensor([float(self.text.source_length(self.split, i)) for i in batch.index.tolist()])
         refs = [row[row != PAD_ID][:-1].tolist() for row in batch.trg_out]  # without EOS
@@ -111,21 +126,22 @@ class Evaluation:
 
         The batches a process repeats to even out the shards are dropped by example index.
         """
-        local = ([{k: v.detach().cpu() for k, v in r.items()} for r in self.records], self.hyps, self.attention_maps)
-        gathered = all_gather(local)
+        records = [{k: v.detach().cpu() for k, v in r.items()} for r in self.records]
+        gathered = all_gather((records, self.hyps, self.attention_maps, self.score_ranges))
         if len(gathered) == 1:
             return
         seen: set[int] = set()
         self.records, self.hyps, self.attention_maps = [], [], []
-        for records, _, _ in gathered:
+        self.score_ranges = {i: r for *_, ranges in gathered for i, r in ranges.items()}
+        for records, *_ in gathered:
             for rec in records:
                 index = rec["index"].long().tolist()
                 keep = torch.tensor([i not in seen for i in index])
                 seen.update(index)
                 if keep.any():
                     self.records.append({k: v[keep] for k, v in rec.items()})
-        self.hyps = sorted({i: ids for _, hyps, _ in gathered for i, ids in hyps}.items())
-        maps = {m["index"]: m for _, _, attention_maps in gathered for m in attention_maps}
+        self.hyps = sorted({i: ids for _, hyps, *_ in gathered for i, ids in hyps}.items())
+        maps = {m["index"]: m for _, _, attention_maps, _ in gathered for m in attention_maps}
         self.attention_maps = [maps[i] for i in sorted(maps)]
         self.decoded = len(self.hyps)
 
@@ -159,6 +175,7 @@ class Evaluation:
         """
         rec = concat_records(self.records)
         overall, buckets = summarize(rec), summarize_buckets(rec, edges)
+        overall.update(range_medians([self.score_ranges[i] for i in sorted(self.score_ranges)]))
         decoded = [r for r in self.records if "exact" in r]
         if decoded:  # exact match of the decoded examples only, overall and per bucket
             decoded_rec = concat_records(decoded)

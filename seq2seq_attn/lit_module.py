@@ -20,7 +20,14 @@ from seq2seq_attn.data.vocab import PAD_ID, Vocab
 from seq2seq_attn.errors import ConfigError
 from seq2seq_attn.evaluation import Evaluation, all_gather
 from seq2seq_attn.loss import token_loss
-from seq2seq_attn.metrics import DEFAULT_BUCKETS, METRICS, format_table, metric_items, sacrebleu_signature
+from seq2seq_attn.metrics import (
+    DEFAULT_BUCKETS,
+    METRICS,
+    format_table,
+    metric_info,
+    metric_items,
+    sacrebleu_signature,
+)
 from seq2seq_attn.modules import build_seq2seq
 from seq2seq_attn.modules.transformer import build_transformer
 from seq2seq_attn.optim import adam, lr_factor
@@ -259,7 +266,7 @@ class Seq2SeqLitModule(pl.LightningModule):
     def _evaluate(self, batch: Batch, decode: bool, beam_size: int) -> None:
         out = self.model(batch.src, batch.src_lengths, batch.trg_in)  # teacher-forced logits (B, T, V)
         hyp = self.decode(batch, beam_size) if decode else None
-        self._evaluation.add(batch, out.logits, out.weights, hyp)
+        self._evaluation.add(batch, out.logits, out.weights, hyp, out.energies)
 
     def on_validation_epoch_start(self) -> None:
         self._start_evaluation("val")
@@ -272,7 +279,8 @@ class Seq2SeqLitModule(pl.LightningModule):
         self._evaluation.merge_ranks()  # every process now holds the whole split: same metrics everywhere
         metrics, buckets = self._evaluation.summary(self.hparams.test_buckets)
         for name, value in metric_items(metrics):
-            self.log(f"val/{name}", value, prog_bar=METRICS[name].progress_bar, sync_dist=True)
+            info = metric_info(name)
+            self.log(f"val/{name}", value, prog_bar=bool(info and info.progress_bar), sync_dist=True)
         headline = next((m for m in ("bleu", "exact_match") if m in metrics), None)
         for row in buckets if headline else []:  # how quality per length evolves (W&B draws these)
             if headline in row:

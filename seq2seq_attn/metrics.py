@@ -6,6 +6,7 @@ corpus-level metric is a ratio of sums, never a mean of batch means.
 """
 
 import math
+import re
 from typing import Iterator, NamedTuple, Optional, Sequence
 
 import torch
@@ -15,6 +16,10 @@ from torch import Tensor
 Records = dict[str, Tensor]
 
 DEFAULT_BUCKETS = (10, 20, 30, 40, 50, 60)
+
+
+# an attention row whose largest weight is above this passes almost no gradient to its other positions
+SATURATED = 0.99
 
 
 class Metric(NamedTuple):
@@ -40,6 +45,9 @@ METRICS: dict[str, Metric] = {
         Metric("align_acc", "alignment accuracy", per_bucket=True),
         Metric("align_lag1_acc", "alignment accuracy, one step behind"),
         Metric("attn_entropy", "attention entropy", lower_is_better=True),
+        # saturation (attention_saturation): per head too, as attn_saturated_h1, score_range_h1, ...
+        Metric("attn_saturated", f"attention rows with a weight above {SATURATED}", lower_is_better=True),
+        Metric("score_range", "median attention score range (nats)", lower_is_better=True),
         # derived by the report: align_lag1_acc for Bahdanau's flow (it attends one step behind), else align_acc
         Metric("align_flow", "alignment accuracy, each flow against its own convention"),
     )
@@ -53,9 +61,19 @@ def metric_items(row: dict) -> Iterator[tuple[str, float]]:
     return ((k, v) for k, v in row.items() if k not in BUCKET_KEYS)
 
 
+def metric_info(name: str) -> Optional[Metric]:
+    """The :data:`METRICS` entry of ``name``; a per-head name (``attn_saturated_h2``) gets its metric's, with
+    the head in the title; None for a name outside the table."""
+    base, head = re.fullmatch(r"(.+?)(?:_h(\d+))?", name).groups()
+    if name in METRICS or base not in METRICS:
+        return METRICS.get(name)
+    return METRICS[base]._replace(name=name, title=f"{METRICS[base].title}, head {head}")
+
+
 def title(name: str) -> str:
     """A metric's title, or its name for metrics outside :data:`METRICS`."""
-    return METRICS[name].title if name in METRICS else name
+    info = metric_info(name)
+    return info.title if info else name
 
 
 def teacher_forced_records(
@@ -102,6 +120,54 @@ def teacher_forced_records(
     return rec
 
 
+def attention_saturation(energies: Tensor, real: Tensor) -> tuple[Records, list[Tensor]]:
+    """How hard the attention is, per example: the rows whose largest weight is above :data:`SATURATED`,
+    and each row's score range (largest minus smallest energy over the positions it may look at).
+
+    A row is counted when it is a real target step with at least two positions to choose from (a
+    one-word source is one-hot by necessity). Multi-head models are counted per head as well
+    (``sat_rows_h1``, ...), since the mean over heads of one-hot heads is not one-hot.
+
+    Args: energies ``(B, h, T, S)``, ``-inf`` where a head may not look; real ``(B, T)`` bool.
+    Returns: records ``sat_rows`` and ``sat_steps`` ``(B,)`` (over all heads; per head with ``_h<i>``), and
+    per example its counted rows' score ranges ``(n, h)``.
+    """
+    energies = energies.detach().float()  # (B, h, T, S)
+    allowed = torch.isfinite(energies)  # (B, h, T, S)
+    counted = (allowed.sum(-1) >= 2) & real.unsqueeze(1)  # (B, h, T)
+    top = energies.amax(-1)  # (B, h, T)
+    saturated = (torch.exp(top - energies.logsumexp(-1)) > SATURATED) & counted  # (B, h, T) largest weight
+    spread = top - energies.masked_fill(~allowed, float("inf")).amin(-1)  # (B, h, T)
+    rec = {"sat_rows": saturated.sum((1, 2)).float(), "sat_steps": counted.sum((1, 2)).float()}
+    if energies.size(1) > 1:
+        for head in range(energies.size(1)):
+            rec[f"sat_rows_h{head + 1}"] = saturated[:, head].sum(-1).float()
+            rec[f"sat_steps_h{head + 1}"] = counted[:, head].sum(-1).float()
+    # the heads share their positions: a row is counted for all heads or none
+    ranges = [row[:, keep].t() for row, keep in zip(spread, counted[:, 0])]  # (n, h) each
+    return rec, ranges
+
+
+def range_medians(ranges: Sequence[Tensor]) -> dict[str, float]:
+    """``score_range``: the median over all counted rows and heads; ``score_range_h<i>`` per head.
+
+    Args: ranges ``(n, h)`` per example, as :func:`attention_saturation` returns them."""
+    joined = torch.cat(list(ranges)) if ranges else torch.zeros(0, 1)  # (N, h)
+    if joined.numel() == 0:
+        return {}
+    out = {"score_range": _median(joined.flatten())}
+    if joined.size(1) > 1:
+        out.update({f"score_range_h{head + 1}": _median(joined[:, head]) for head in range(joined.size(1))})
+    return out
+
+
+def _median(values: Tensor) -> float:
+    """The median of ``values`` ``(N,)``, the mean of the two middle ones when N is even (not torch's lower one)."""
+    ordered = values.double().sort().values  # (N,)
+    middle = (len(ordered) - 1) / 2
+    return float((ordered[math.floor(middle)] + ordered[math.ceil(middle)]) / 2)
+
+
 def exact_match(hyp: Sequence[Sequence[int]], ref: Sequence[Sequence[int]]) -> Tensor:
     """``(B,)`` 1.0 where the hypothesis equals the reference exactly."""
     return torch.tensor([float(list(h) == list(r)) for h, r in zip(hyp, ref)])
@@ -137,6 +203,10 @@ def summarize(rec: Records, mask: Optional[Tensor] = None) -> dict[str, float]:
         "align_lag1_acc": ratio("lag_hits", "lag_steps"),
         "attn_entropy": ratio("entropy_sum", "entropy_steps"),
     }
+    for key in rec:  # the share of saturated attention rows, over all heads and per head
+        if key.startswith("sat_rows"):
+            suffix = key[len("sat_rows"):]
+            values[f"attn_saturated{suffix}"] = ratio(key, f"sat_steps{suffix}")
     out.update({k: v for k, v in values.items() if v is not None})
     return out
 

@@ -104,9 +104,10 @@ def test_two_by_two_grid_runs_resumes_and_reports(tmp_path, capsys):
     assert {"attention", "flow", "bucket", "metric", "value", "count", "extrapolation"} <= set(rows[0])
     assert {r["bucket"] for r in rows} == {"all", "1-6", "7-9", "10+"}
     assert {r["extrapolation"] for r in rows if r["bucket"] == "10+"} == {"True"}
-    assert {"exact_match", "align_acc", "attn_entropy"} <= {r["metric"] for r in rows}
+    assert {"exact_match", "align_acc", "attn_entropy", "attn_saturated", "score_range"} <= {r["metric"] for r in rows}
     summary = (out / "summary.md").read_text()
     assert "bahdanau + additive" in summary and "10+ †" in summary
+    assert "## attention rows with a weight above 0.99" in summary and "## median attention score range" in summary
     stamps = {n: (out / "cells" / n / "result.json").stat().st_mtime_ns for n in cell_names(out)}
 
     capsys.readouterr()

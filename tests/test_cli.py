@@ -172,3 +172,19 @@ def test_unknown_or_missing_command_lists_all_commands(argv, capsys):
     err = capsys.readouterr().err
     assert "choose one of ['fit', 'validate', 'test', 'predict', 'ablate', 'cell', 'report', 'resume'" in err
     assert err.count("\n") == 1
+
+
+def test_validation_logs_attention_saturation_per_head_to_csv(tmp_path):
+    logger = {"class_path": "seq2seq_attn.loggers.CSVLogger", "init_args": {"save_dir": str(tmp_path), "name": "x"}}
+    args = ["--trainer.logger", json.dumps(logger), "--trainer.enable_progress_bar", "false",
+            "--trainer.default_root_dir", str(tmp_path), "--trainer.max_steps", "3", "--trainer.limit_val_batches", "2",
+            "--trainer.val_check_interval", "3", "--model.flow", "luong", "--model.attention", "general",
+            "--model.heads", "2"]  # fmt: skip
+    run_cli(["fit", "--config", BASE, "--config", REVERSE, *args])
+    with open(next(tmp_path.rglob("metrics.csv"))) as handle:
+        rows = [r for r in csv.DictReader(handle) if r.get("val/attn_saturated")]
+    assert len(rows) == 1
+    shares = [float(rows[0][f"val/attn_saturated_h{h}"]) for h in (1, 2)]
+    assert all(0 <= s <= 1 for s in shares) and float(rows[0]["val/attn_saturated"]) == pytest.approx(sum(shares) / 2)
+    ranges = [float(rows[0][f"val/score_range_h{h}"]) for h in (1, 2)]
+    assert all(r > 0 for r in ranges) and float(rows[0]["val/score_range"]) > 0

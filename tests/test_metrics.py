@@ -7,11 +7,13 @@ import torch
 
 from seq2seq_attn.metrics import (
     METRICS,
+    attention_saturation,
     bucket_index,
     bucket_labels,
     concat_records,
     exact_match,
     metric_items,
+    range_medians,
     summarize,
     summarize_buckets,
     teacher_forced_records,
@@ -69,3 +71,40 @@ def test_alignment_accuracy_rewards_gold_attention():
     lagged = summarize(teacher_forced_records(logits, trg_out, lengths, 0, lagging, gold))
     assert lagged["align_lag1_acc"] == 1.0 and lagged["align_acc"] < 0.5 and perfect["align_lag1_acc"] < 0.5
     assert perfect["attn_entropy"] == pytest.approx(torch.log(torch.tensor(4.0)).item() / 5, rel=1e-5)
+
+
+def test_saturation_counts_one_hot_rows_and_score_ranges_by_hand():
+    inf = float("inf")
+    energies = torch.tensor(
+        [
+            [[10.0, 0.0, -inf], [1.0, 0.0, -1.0], [3.0, -inf, -inf], [0.0, 9.0, 0.0]],  # row 2: one position
+            [[0.0, 0.5, -inf], [20.0, -5.0, -inf], [0.0, 0.0, -inf], [7.0, 7.0, -inf]],
+        ]
+    ).unsqueeze(1)  # (B=2, h=1, T=4, S=3)
+    real = torch.tensor([[True, True, True, False], [True, True, True, True]])  # step 3 of sentence 0: padding
+    rec, ranges = attention_saturation(energies, real)
+    # e^10 / (e^10 + 1) = 0.99995 > 0.99; softmax([1, 0, -1]) tops at 0.665; the one-position row is not counted
+    assert rec["sat_rows"].tolist() == [1.0, 1.0] and rec["sat_steps"].tolist() == [2.0, 4.0]
+    assert ranges[0].flatten().tolist() == [10.0, 2.0] and ranges[1].flatten().tolist() == [0.5, 25.0, 0.0, 0.0]
+    overall = summarize({"src_len": torch.tensor([3.0, 2.0]), **rec})
+    assert overall["attn_saturated"] == pytest.approx(2 / 6)
+    assert range_medians(ranges) == {"score_range": pytest.approx(1.25)}  # median of 0, 0, 0.5, 2, 10, 25
+
+
+def test_saturation_is_counted_per_head_against_the_heads_own_weights():
+    torch.manual_seed(0)
+    energies = torch.randn(3, 4, 5, 6) * torch.tensor([0.1, 1.0, 10.0, 100.0]).view(1, 4, 1, 1)  # (B, h, T, S)
+    energies[:, :, :, 4:] = float("-inf")  # the last two source positions are padding
+    real = torch.ones(3, 5, dtype=torch.bool)
+    rec, ranges = attention_saturation(energies, real)
+    overall = {**summarize({"src_len": torch.full((3,), 4.0), **rec}), **range_medians(ranges)}
+    weights = energies.softmax(-1)  # (B, h, T, S)
+    for head in range(4):
+        share = (weights[:, head].amax(-1) > 0.99).float().mean()
+        assert overall[f"attn_saturated_h{head + 1}"] == pytest.approx(float(share))
+        real_scores = energies[:, head, :, :4]  # (B, T, 4)
+        spread = (real_scores.amax(-1) - real_scores.amin(-1)).flatten()
+        assert overall[f"score_range_h{head + 1}"] == pytest.approx(float(spread.double().quantile(0.5)))
+    assert overall["attn_saturated_h1"] == 0.0 and overall["attn_saturated_h4"] > 0.7  # the scale shows
+    assert overall["attn_saturated"] == pytest.approx(float((weights.amax(-1) > 0.99).float().mean()))
+    assert title("attn_saturated_h3") == f"{METRICS['attn_saturated'].title}, head 3"

@@ -196,7 +196,7 @@ def record_flow(flow, input_feed, steps=4):
     src[1, 3:] = 0
     trg_in = torch.randint(4, V_TRG, (2, steps))
     memory, state = model.encode(src, lengths)
-    logits, weights = model.decoder(trg_in, state, memory)
+    logits, weights, _ = model.decoder(trg_in, state, memory)
     return model, memory, state, trg_in, weights, queries, rnn_in, rnn_out
 
 

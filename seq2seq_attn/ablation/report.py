@@ -7,12 +7,13 @@ redraw them at any time.
 """
 
 import json
+import re
 from pathlib import Path
 from typing import Optional
 
 import pandas as pd
 
-from seq2seq_attn.metrics import METRICS, metric_items, title
+from seq2seq_attn.metrics import metric_info, metric_items, title
 from seq2seq_attn.plots import draw_heatmap
 from seq2seq_attn.results import write_atomic, write_csv
 
@@ -158,7 +159,8 @@ def summary_table(df: pd.DataFrame, metric: str) -> str:
     stats = part.groupby(["model", "bucket"])["value"].agg(["mean", "std", "count"]).reset_index()
     order = bucket_order(part)
     extrap = set(part[part.extrapolation.astype(str).str.lower() == "true"].bucket)
-    lower_is_better = metric in METRICS and METRICS[metric].lower_is_better
+    info = metric_info(metric)
+    lower_is_better = bool(info and info.lower_is_better)
     best = stats.groupby("bucket")["mean"].min() if lower_is_better else stats.groupby("bucket")["mean"].max()
     header = ["model", *[f"{b} †" if b in extrap else b for b in order]]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -213,7 +215,10 @@ def write_summary(out: Path, df: pd.DataFrame, metric: str, extra: str = "") -> 
         " is in bold; † marks buckets longer than any training sentence (extrapolation).",
     ]
     df = with_own_alignment(df)
-    for name in dict.fromkeys([metric, "align_flow", "align_acc", "align_lag1_acc", "attn_entropy", "token_acc"]):
+    per_head = sorted(m for m in df.metric.unique() if re.fullmatch(r"(attn_saturated|score_range)_h\d+", m))
+    saturation = ["attn_saturated", "score_range", *per_head]  # attention that has stopped learning, if any
+    names = [metric, "align_flow", "align_acc", "align_lag1_acc", "attn_entropy", *saturation, "token_acc"]
+    for name in dict.fromkeys(names):
         table = summary_table(df, name)
         if table:
             parts += ["", f"## {title(name)}", "", table]

@@ -64,9 +64,10 @@ class Attention(nn.Module):
             energies = self.scorer(query, memory.keys, state.coverage)  # (B, 1, S)
         else:
             energies = self.scorer(query, memory.keys)  # (B, T, S)
-        weights = self.restrict(energies, query, memory, state).softmax(dim=-1)  # (B, T, S)
+        energies = self.restrict(energies, query, memory, state)  # (B, T, S)
+        weights = energies.softmax(dim=-1)  # (B, T, S)
         context = weights @ memory.values  # (B, T, H)
-        return AttentionOutput(context, weights, state.advance(weights))
+        return AttentionOutput(context, weights, state.advance(weights), energies=energies.unsqueeze(1))
 
 
 def _positions(memory: Memory) -> Tensor:

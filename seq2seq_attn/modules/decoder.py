@@ -45,6 +45,13 @@ class StepOutput(NamedTuple):
     features: Tensor  # (B, T, F) what the output layer reads
     state: DecoderState
     weights: Optional[Tensor]  # (B, T, S) attention weights, None without attention
+    energies: Optional[Tensor] = None  # (B, h, T, S) the energies behind them (see AttentionOutput)
+
+
+class DecoderOutput(NamedTuple):
+    logits: Tensor  # (B, T, V), or (N, V) for the selected positions
+    weights: Optional[Tensor]  # (B, T, S), None without attention
+    energies: Optional[Tensor]  # (B, h, T, S), None without attention
 
 
 class RNNDecoder(nn.Module):
@@ -96,24 +103,27 @@ class RNNDecoder(nn.Module):
 
     def forward(
         self, trg_in: Tensor, state: DecoderState, memory: Memory, select: Optional[Tensor] = None
-    ) -> tuple[Tensor, Optional[Tensor]]:
+    ) -> DecoderOutput:
         """Teacher forcing. Args: trg_in ``(B, T)`` starting with BOS; select see :meth:`logits`.
 
-        Returns: logits ``(B, T, V)`` (or ``(N, V)``) and weights ``(B, T, S)`` (None without attention).
+        Returns: logits ``(B, T, V)`` (or ``(N, V)``), weights ``(B, T, S)`` and energies ``(B, h, T, S)``
+        (both None without attention).
         """
         emb = self.embed(trg_in)  # (B, T, E)
         if self.parallel:
             out = self.step(emb, state, memory)
-            return self.logits(out.features, select), out.weights
-        features, weights = [], []
+            return DecoderOutput(self.logits(out.features, select), out.weights, out.energies)
+        features, weights, energies = [], [], []
         # unbind, not emb[:, t]: a slice's backward writes a zero-padded (B, T, E) gradient at every step
         for emb_t in emb.unbind(1):
             out = self.step(emb_t.unsqueeze(1), state, memory)
             state = out.state
             features.append(out.features)
             weights.append(out.weights)
+            energies.append(out.energies)
         all_weights = None if weights[0] is None else torch.cat(weights, dim=1)  # (B, T, S)
-        return self.logits(torch.cat(features, dim=1), select), all_weights  # (B, T, V) or (N, V)
+        all_energies = None if energies[0] is None else torch.cat(energies, dim=2)  # (B, h, T, S)
+        return DecoderOutput(self.logits(torch.cat(features, dim=1), select), all_weights, all_energies)
 
 
 class BahdanauDecoder(RNNDecoder):
@@ -138,7 +148,8 @@ class BahdanauDecoder(RNNDecoder):
         context = attended.context.expand(-1, emb.size(1), -1)  # (B, T, H)
         output, rnn_state = self.rnn(torch.cat([emb, context], dim=-1), state.rnn)  # (B, T, D)
         features = torch.cat([output, context, emb], dim=-1)  # (B, T, D+H+E)
-        return StepOutput(features, DecoderState(rnn_state, None, attended.state), attended.weights)
+        state = DecoderState(rnn_state, None, attended.state)
+        return StepOutput(features, state, attended.weights, attended.energies)
 
 
 class BottleneckDecoder(BahdanauDecoder):
@@ -195,7 +206,8 @@ class LuongDecoder(RNNDecoder):
         attended = self.attention(output, memory, state.attn)  # context (B, T, H), weights (B, T, S)
         attentional = torch.tanh(self.combine(torch.cat([attended.context, output], dim=-1)))  # (B, T, D)
         feed = attentional[:, -1:] if self.input_feed else None  # (B, 1, D)
-        return StepOutput(attentional, DecoderState(rnn_state, feed, attended.state), attended.weights)
+        state = DecoderState(rnn_state, feed, attended.state)
+        return StepOutput(attentional, state, attended.weights, attended.energies)
 
 
 DECODERS: dict[str, type[RNNDecoder]] = {

@@ -39,3 +39,6 @@ class AttentionOutput(NamedTuple):
     weights: Optional[Tensor]  # (B, T, S); multi-head: the mean over heads; None without attention
     state: Optional[AttentionState]
     head_weights: Optional[Tensor] = None  # (B, heads, T, S) for multi-head attention
+    # (B, h, T, S) the energies each head's softmax read, -inf where it may not look (h = 1 for one head):
+    # what the saturation metrics measure (seq2seq_attn.metrics.attention_saturation)
+    energies: Optional[Tensor] = None

@@ -63,4 +63,4 @@ class MultiHeadAttention(nn.Module):
         head_weights = energies.softmax(dim=-1)  # (B, h, T, S)
         context = (head_weights @ v).transpose(1, 2).flatten(2)  # (B, h, T, d_v) -> (B, T, H)
         weights = head_weights.mean(1)  # (B, T, S)
-        return AttentionOutput(self.out_proj(context), weights, state.advance(weights), head_weights)
+        return AttentionOutput(self.out_proj(context), weights, state.advance(weights), head_weights, energies)

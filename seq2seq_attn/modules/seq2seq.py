@@ -20,6 +20,7 @@ class StepResult(NamedTuple):
 class Seq2SeqOutput(NamedTuple):
     logits: Tensor  # (B, T, V), or (N, V) for the selected positions
     weights: Optional[Tensor]  # (B, T, S), None without attention
+    energies: Optional[Tensor] = None  # (B, h, T, S) each head's masked energies, None where not kept
 
 
 def source_mask(src_lengths: Tensor, max_len: int) -> Tensor:
@@ -60,8 +61,8 @@ class Seq2Seq(nn.Module):
         """Teacher forcing. Args: src ``(B, S)``, src_lengths ``(B,)``, trg_in ``(B, T)``;
         select ``(B, T)`` bool: output logits ``(N, V)`` for those positions only (training skips padding)."""
         memory, state = self.encode(src, src_lengths)
-        logits, weights = self.decoder(trg_in, state, memory, select)  # (B, T, V) or (N, V), (B, T, S)
-        return Seq2SeqOutput(logits, weights)
+        out = self.decoder(trg_in, state, memory, select)  # (B, T, V) or (N, V), (B, T, S), (B, h, T, S)
+        return Seq2SeqOutput(out.logits, out.weights, out.energies)
 
 
 def build_seq2seq(
