@@ -215,6 +215,15 @@ class Seq2SeqLitModule(pl.LightningModule):
         if self.tokenizers:
             checkpoint["tokenizers"] = self.tokenizers
 
+    def load_state_dict(self, state_dict: dict[str, Any], strict: bool = True, assign: bool = False) -> Any:
+        """nn.Module's, after a one-line error for weights this code no longer reads with the same function."""
+        if any(key.endswith("attention.bilinear") for key in state_dict):
+            raise ConfigError(
+                "checkpoint has per-head bilinear weights (attention.bilinear) from multi-head attention that "
+                "scored without the 1/sqrt(d_h) scale; its heads now score q_iᵀ k_i / sqrt(d_h): train the model again"
+            )
+        return super().load_state_dict(state_dict, strict=strict, assign=assign)
+
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         saved = checkpoint.get("hyper_parameters", {})
         for key in ARCHITECTURE_KEYS:

@@ -144,6 +144,24 @@ def test_multi_head_weights_are_the_mean_of_the_heads():
     assert not torch.allclose(out.head_weights[:, 0], out.head_weights[:, 1])  # the heads differ
 
 
+@pytest.mark.parametrize("scorer", ["dot", "general", "scaled_dot"])
+@pytest.mark.parametrize("heads", [2, 4])
+def test_multi_head_equals_torch_multihead_attention(scorer, heads):
+    torch.manual_seed(heads)
+    ours = build_attention(scorer, D, D, AttentionOptions(heads=heads)).double()
+    theirs = torch.nn.MultiheadAttention(D, heads, bias=False, batch_first=True).double()
+    with torch.no_grad():  # nn.MultiheadAttention packs W_q, W_k, W_v into one in_proj_weight (3D, D)
+        theirs.in_proj_weight.copy_(torch.cat([ours.query_proj.weight, ours.key_proj.weight, ours.value_proj.weight]))
+        theirs.out_proj.weight.copy_(ours.out_proj.weight)
+    values, query = torch.randn(B, S, D, dtype=torch.double) * 3, torch.randn(B, T, D, dtype=torch.double) * 3
+    memory = ours.prepare(values, MASK, values[:, 0])
+    out = ours(query, memory, ours.init_state(memory))
+    context, weights = theirs(query, values, values, key_padding_mask=~MASK, average_attn_weights=False)
+    torch.testing.assert_close(out.context, context, atol=1e-10, rtol=1e-10)
+    torch.testing.assert_close(out.head_weights, weights, atol=1e-10, rtol=1e-10)
+    torch.testing.assert_close(out.energies.softmax(-1), weights, atol=1e-10, rtol=1e-10)
+
+
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_gradcheck_in_float64(name):
     attention, _ = make(name, torch.double)

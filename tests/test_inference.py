@@ -46,3 +46,15 @@ def test_missing_or_foreign_checkpoints_fail_in_one_line(tmp_path):
     (tmp_path / "junk.ckpt").write_bytes(b"not a checkpoint at all")
     with pytest.raises(ConfigError, match="cannot load"):
         load_model(tmp_path / "junk.ckpt")
+
+
+def test_a_checkpoint_of_heads_with_their_own_bilinear_weights_fails_in_one_line(tmp_path):
+    module = save_checkpoint(tmp_path / "m.ckpt", attention="general", flow="luong", heads=2)
+    checkpoint = torch.load(tmp_path / "m.ckpt", weights_only=True)
+    checkpoint["state_dict"]["model.decoder.attention.bilinear"] = torch.eye(4).repeat(2, 1, 1)  # W_i per head
+    torch.save(checkpoint, tmp_path / "m.ckpt")
+    with pytest.raises(ConfigError, match=r"per-head bilinear weights .* train the model again") as error:
+        load_model(tmp_path / "m.ckpt")
+    assert "\n" not in str(error.value)
+    with pytest.raises(ConfigError, match="per-head bilinear"):  # Lightning's loading calls the same method
+        module.load_state_dict(checkpoint["state_dict"])
