@@ -16,8 +16,8 @@ hypothesis. The bound is exact for every ``alpha``: a live beam's score only
 falls, and dividing a negative score by the largest length penalty it could
 still reach, that of the length cap, gives the best it could end with. With
 ``alpha = 0`` this is the live beam's own score; with ``alpha > 0`` the bound
-is loose and sentences often run on towards the cap. At the cap the live
-beams compete as cut hypotheses without ``<eos>``, as greedy search's are.
+is loose and sentences often run on towards the cap. At the cap every live
+beam competes as a cut hypothesis without ``<eos>``, as greedy search's are.
 """
 
 from dataclasses import dataclass
@@ -287,13 +287,16 @@ def beam_search(model: Seq2Seq, src: Tensor, src_lengths: Tensor, settings: Sear
         beams.scores = scores
         beams.coverage = None if covered is None else _pick(covered, parent)
         capped = t + 1 >= limit  # (A,)
-        if bool(capped.any()):  # the best live beam competes as a cut hypothesis
+        # every live beam competes as a cut hypothesis: the coverage penalty can rank another above the
+        # most probable one
+        if bool(capped.any()):
             at = capped.nonzero().squeeze(1)  # (C,)
-            cut = scores[at, 0] / length_penalty(torch.tensor(t + 1), alpha)  # (C,)
+            cut = scores[at] / length_penalty(torch.tensor(t + 1), alpha)  # (C, K)
             if beams.coverage is not None:
-                cut = cut + coverage_penalty(beams.coverage[at, 0], real[at], settings.coverage_penalty)
-            weights = None if beams.weights is None else beams.weights[at, 0]
-            results.offer(beams.alive[at], cut, beams.tokens[at, 0], weights)
+                cut = cut + coverage_penalty(beams.coverage[at], real[at].unsqueeze(1), settings.coverage_penalty)
+            best, which = cut.max(-1)  # (C,)
+            weights = None if beams.weights is None else beams.weights[at, which]
+            results.offer(beams.alive[at], best, beams.tokens[at, which], weights)
         bound = scores[:, 0] / length_penalty(limit, alpha)  # (A,) the best any live beam can end with
         done = capped | (results.scores[beams.alive] >= bound)  # (A,)
         if bool(done.all()):

@@ -2,7 +2,7 @@
 
 import itertools
 import math
-from typing import Callable, NamedTuple
+from typing import Callable, NamedTuple, Optional
 
 import torch
 from torch import Tensor
@@ -25,10 +25,13 @@ class Rows(NamedTuple):
 
 
 class ScriptedModel:
-    """``decode_step`` returns ``log probs(sentence, prefix)``; the source ids are the sentence numbers."""
+    """``decode_step`` returns ``log probs(sentence, prefix)``; the first source id is the sentence number.
 
-    def __init__(self, probs: Probs) -> None:
-        self.probs = probs
+    With ``attention`` (same signature as ``probs``, a distribution over the S source positions) each step
+    also returns those weights, so that the coverage penalty has something to count."""
+
+    def __init__(self, probs: Probs, attention: Optional[Probs] = None) -> None:
+        self.probs, self.attention = probs, attention
 
     def encode(self, src: Tensor, src_lengths: Tensor) -> tuple[Rows, Rows]:
         rows = Rows(src[:, 0].clone(), tuple(() for _ in range(src.size(0))))
@@ -40,7 +43,11 @@ class ScriptedModel:
         )
         table = [self.probs(int(s), p) for s, p in zip(state.sentence.tolist(), prefixes)]
         log_probs = torch.tensor(table, dtype=torch.float32).log()  # (N, V)
-        return StepResult(log_probs, Rows(state.sentence, prefixes), None)
+        weights = None
+        if self.attention is not None:
+            rows = [self.attention(int(s), p) for s, p in zip(state.sentence.tolist(), prefixes)]
+            weights = torch.tensor(rows, dtype=torch.float32)  # (N, S)
+        return StepResult(log_probs, Rows(state.sentence, prefixes), weights)
 
 
 def random_table(vocab: int, seed: int) -> Probs:
@@ -60,11 +67,41 @@ def score(probs: Probs, sentence: int, tokens: tuple[int, ...]) -> float:
     return sum(math.log(probs(sentence, tokens[:i])[tok]) for i, tok in enumerate(tokens))
 
 
-def exhaustive_best(probs: Probs, sentence: int, vocab: int, cap: int, alpha: float) -> tuple[tuple[int, ...], float]:
-    """The best hypothesis over every sequence: ending in EOS within ``cap`` tokens, or cut at ``cap``."""
+def random_attention(sources: int, seed: int) -> Probs:
+    """Seeded attention distributions over ``sources`` positions per (sentence, prefix)."""
+
+    def weights(sentence: int, prefix: tuple[int, ...]) -> list[float]:
+        g = torch.Generator().manual_seed(hash(("attention", seed, sentence, prefix)) % (2**31))
+        w = torch.rand(sources, generator=g) ** 4
+        return (w / w.sum()).tolist()
+
+    return weights
+
+
+def coverage_term(attention: Probs, sentence: int, tokens: tuple[int, ...], beta: float) -> float:
+    """Wu et al.'s ``β Σ_s log min(Σ_t a_ts, 1)`` over the steps that emitted ``tokens`` (EOS included)."""
+    covered = [sum(column) for column in zip(*(attention(sentence, tokens[:i]) for i in range(len(tokens))))]
+    return beta * sum(math.log(min(max(c, 1e-6), 1.0)) for c in covered)
+
+
+def exhaustive_best(
+    probs: Probs,
+    sentence: int,
+    vocab: int,
+    cap: int,
+    alpha: float,
+    attention: Optional[Probs] = None,
+    beta: float = 0.0,
+) -> tuple[tuple[int, ...], float]:
+    """The best hypothesis over every sequence: ending in EOS within ``cap`` tokens, or cut at ``cap``;
+    ranked by ``log p / lp(length)``, plus the coverage penalty where ``attention`` and ``beta`` are given."""
     words = [w for w in range(vocab) if w not in (PAD, BOS, EOS)]
     candidates = [(*body, EOS) for n in range(cap) for body in itertools.product(words, repeat=n)]
     candidates += list(itertools.product(words, repeat=cap))
-    ranked = [(score(probs, sentence, c) / float(length_penalty(torch.tensor(len(c)), alpha)), c) for c in candidates]
-    best_score, best = max(ranked)
+
+    def ranked(c: tuple[int, ...]) -> float:
+        value = score(probs, sentence, c) / float(length_penalty(torch.tensor(len(c)), alpha))
+        return value + (coverage_term(attention, sentence, c, beta) if attention is not None else 0.0)
+
+    best_score, best = max((ranked(c), c) for c in candidates)
     return best, best_score

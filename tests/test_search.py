@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 from helpers import CELLS, V_SRC, VARIANTS, tiny_model
-from scripted_model import EOS, ScriptedModel, exhaustive_best, random_table, score
+from scripted_model import EOS, ScriptedModel, exhaustive_best, random_attention, random_table, score
 
 from seq2seq_attn import search as search_module
 from seq2seq_attn.search import SearchSettings, beam_search, greedy_search, length_penalty, max_lengths, row_topk
@@ -61,6 +61,29 @@ def test_beam_wide_enough_equals_exhaustive_search(seed, alpha):
         got = tuple(hyp.tokens[sentence, : n + int(n < hyp.tokens.size(1) and hyp.tokens[sentence, n] == EOS)].tolist())
         assert got == best
         assert hyp.scores[sentence].item() == pytest.approx(best_score, abs=1e-5)
+
+
+@pytest.mark.parametrize("beta", [0.2, 1.0, 5.0])
+@pytest.mark.parametrize("alpha", [0.0, 0.7])
+def test_beam_wide_enough_with_a_coverage_penalty_equals_exhaustive_search(alpha, beta):
+    """With the coverage penalty the ranking is no longer log p's: every live beam at the length cap
+    must compete as a cut hypothesis, not only the most probable one."""
+    vocab, cap, sources, sentences = 5, 4, 3, 8
+    table, attention = random_table(vocab, seed=5), random_attention(sources, seed=5)
+
+    def probs(sentence, prefix):  # EOS made rare, so that hypotheses cut at the cap compete too
+        p = table(sentence, prefix)
+        p[EOS] *= 0.02 if sentence % 2 else 1.0
+        return [x / sum(p) for x in p]
+
+    src = torch.cat([torch.arange(sentences).unsqueeze(1), torch.full((sentences, sources - 1), 3)], dim=1)  # (B, S)
+    settings = SearchSettings(32, alpha, 0.0, cap, coverage_penalty=beta)  # K = 32: no candidate is pruned
+    hyp = beam_search(ScriptedModel(probs, attention), src, torch.full((sentences,), sources), settings)
+    for sentence in range(sentences):
+        best, best_score = exhaustive_best(probs, sentence, vocab, cap, alpha, attention, beta)
+        n = int(hyp.lengths[sentence])
+        got = tuple(hyp.tokens[sentence, : n + int(n < hyp.tokens.size(1) and hyp.tokens[sentence, n] == EOS)].tolist())
+        assert (got, hyp.scores[sentence].item()) == (best, pytest.approx(best_score, abs=1e-4))
 
 
 @pytest.mark.parametrize("alpha", [0.0, 0.6])
