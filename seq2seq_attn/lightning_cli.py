@@ -146,10 +146,23 @@ class Seq2SeqCLI(LightningCLI):
             )
 
 
-def make_cli(args: Optional[list[str]] = None, run: bool = True) -> LightningCLI:
+class ConfigCheck(Seq2SeqCLI):
+    """Parses a configuration and builds its model and data module, but no Trainer (nothing is written):
+    every mistake ``fit`` would report before training (a typo key, an impossible model) in a second."""
+
+    def instantiate_trainer(self, **kwargs) -> None:
+        return None
+
+
+def check_config(args: list[str]) -> None:
+    """Raise the one-line :class:`ConfigError` that ``fit`` with these arguments would raise before training."""
+    make_cli(args, run=False, cli_class=ConfigCheck)
+
+
+def make_cli(args: Optional[list[str]] = None, run: bool = True, cli_class: type = Seq2SeqCLI) -> LightningCLI:
     """Construct the LightningCLI (``run=False`` only parses and instantiates)."""
     checkpoints = ModelCheckpoint(monitor="val/loss", mode="min", filename="best", enable_version_counter=False)
-    return Seq2SeqCLI(
+    return cli_class(
         Seq2SeqLitModule,
         Seq2SeqDataModule,
         trainer_class=Trainer,

@@ -179,6 +179,19 @@ def test_dry_run_lists_cells_and_runs_nothing(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
+def test_dry_run_validates_every_cell_and_names_the_bad_key(tmp_path, capsys):
+    grid = write_grid(tmp_path, [{"model.attention": ["general"]}, {"model.atention": ["dot"]},
+                                 {"model.attention": ["additive"], "model.score_scale": ["sqrt_d"]}])  # fmt: skip
+    with pytest.raises(SystemExit) as stop:
+        main(["ablate", str(grid), "--out", str(tmp_path / "out"), "--dry-run"])
+    captured = capsys.readouterr()
+    assert stop.value.code == 2 and "2 of the 3 cells to run have invalid configurations" in captured.err
+    assert "would run attention=general" in captured.out
+    assert "INVALID atention=dot: unknown config key 'model.atention'; did you mean model.attention," in captured.out
+    assert "INVALID attention=additive__score_scale=sqrt_d: score_scale 'sqrt_d' divides" in captured.out
+    assert not (tmp_path / "out").exists()
+
+
 def test_report_without_results_is_one_line(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["report", str(tmp_path)])

@@ -30,7 +30,7 @@ from typing import Optional
 from seq2seq_attn.ablation.cell import ERROR, RESULT
 from seq2seq_attn.ablation.grid import Cell, Grid
 from seq2seq_attn.ablation.report import write_report, write_results_csv
-from seq2seq_attn.errors import ConfigError
+from seq2seq_attn.errors import ConfigError, find_config_error
 from seq2seq_attn.results import write_json
 
 
@@ -74,6 +74,21 @@ def _exclusive(out: Path):
                 f"another `seq2seq-attn ablate` is running on {out}: wait for it to finish or pass another --out"
             ) from None
         yield
+
+
+def invalid_cells(grid: Grid, cells: list[Cell]) -> dict[Cell, str]:
+    """The cells whose configuration ``fit`` would reject, each with its one-line reason."""
+    from seq2seq_attn.lightning_cli import check_config
+
+    invalid = {}
+    for cell in cells:
+        try:
+            check_config(cell_args(grid, cell))
+        except Exception as err:  # noqa: BLE001 - any failure to build the cell is what the dry run reports
+            cause = find_config_error(err) or err
+            invalid[cell] = (str(cause) if isinstance(cause, ConfigError) else f"{type(cause).__name__}: {cause}"
+                             ).splitlines()[0]  # fmt: skip
+    return invalid
 
 
 def cell_args(grid: Grid, cell: Cell) -> list[str]:
@@ -156,8 +171,12 @@ def ablate(
         f"{' (rerun with --retry-failed)' if counts['failed'] and not retry_failed else ''}, {len(todo)} to run"
     )
     if dry_run:
+        invalid = invalid_cells(grid, todo)
         for cell in todo:
-            print(f"  would run {cell.name}")
+            print(f"  INVALID {cell.name}: {invalid[cell]}" if cell in invalid else f"  would run {cell.name}")
+        if invalid:
+            raise ConfigError(f"{len(invalid)} of the {len(todo)} cells to run have invalid configurations "
+                              f"(listed above): fix {grid.path}")  # fmt: skip
         return out_dir
     with _exclusive(out_dir):
         shutil.copyfile(grid.path, out_dir / "grid.yaml")
