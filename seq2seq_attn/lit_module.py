@@ -52,7 +52,8 @@ def init_uniform(model: torch.nn.Module, bound: float) -> None:
             module.weight[module.padding_idx].zero_()
 
 
-# hyperparameters that change the network's shape: a checkpoint must match them; the model is built from them
+# hyperparameters that change the network's shape or function: a checkpoint must match them; the model is
+# built from them
 ARCHITECTURE_KEYS = (
     "src_vocab_size",
     "trg_vocab_size",
@@ -71,6 +72,7 @@ ARCHITECTURE_KEYS = (
     "heads",
     "coverage",
     "max_source_length",
+    "score_scale",
     "arch",
     "ffn_size",
     "positions",
@@ -121,9 +123,14 @@ class Seq2SeqLitModule(pl.LightningModule):
         max_len_a, max_len_b: outputs are capped at ``a * |src| + b`` tokens.
         alignment: where attention may look: ``global``, ``local-m`` or ``local-p`` (Luong 2015, Sec. 3.2),
             in a window of ``±window`` source positions.
-        heads: multi-head attention for the multiplicative scorers (1 = the plain scorer).
+        heads: multi-head attention for the multiplicative scorers (1 = the plain scorer); every head's
+            energy is divided by sqrt(d_h).
+        score_scale: ``none`` (Luong et al.'s energies as written) or ``sqrt_d`` (the ``dot`` and ``general``
+            energies divided by sqrt(D), as Vaswani et al.'s dot product is).
         coverage: the attention summed so far enters the additive/concat energy (Tu 2016, See 2017);
-            ``coverage_loss`` (λ) adds See et al.'s coverage loss to training, ``coverage_penalty`` (β)
+            ``coverage_loss`` (λ) adds See et al.'s coverage loss to training, from the update that is
+            ``coverage_loss_from`` of the way through ``trainer.max_steps`` (0: from the first; See et al.
+            trained without it and added it for a short final phase: e.g. 0.8), ``coverage_penalty`` (β)
             Wu et al.'s coverage penalty to beam search.
         max_source_length: source positions the ``location`` scorer has weights for (and a Transformer's
             learned positions).
@@ -157,7 +164,9 @@ class Seq2SeqLitModule(pl.LightningModule):
         heads: PositiveInt = 1,
         coverage: bool = False,
         max_source_length: PositiveInt = 100,
+        score_scale: Literal["none", "sqrt_d"] = "none",
         coverage_loss: NonNegativeFloat = 0.0,
+        coverage_loss_from: NonNegativeFloat = 0.0,
         coverage_penalty: NonNegativeFloat = 0.0,
         ffn_size: PositiveInt = 1024,
         positions: str = "sinusoidal",
@@ -182,6 +191,11 @@ class Seq2SeqLitModule(pl.LightningModule):
             raise ConfigError(f"dropout must be in [0, 1), got {dropout}")
         if coverage_loss > 0 and attention == "none":
             raise ConfigError("coverage_loss needs attention weights: pick a scorer, or coverage_loss 0")
+        if not 0 <= coverage_loss_from < 1 or (coverage_loss_from > 0 and coverage_loss == 0):
+            raise ConfigError(
+                f"coverage_loss_from is the share of training before the coverage loss starts, in [0, 1), with "
+                f"coverage_loss > 0 (got {coverage_loss_from} with coverage_loss {coverage_loss}): e.g. 0.8"
+            )
         if not 0 <= label_smoothing < 1:
             raise ConfigError(f"label_smoothing must be in [0, 1), got {label_smoothing}: e.g. 0.1")
         if list(test_buckets) != sorted(set(test_buckets)):
@@ -251,8 +265,16 @@ class Seq2SeqLitModule(pl.LightningModule):
             if self.datamodule() is not None:  # the tokenizers are inside every checkpoint too
                 self.datamodule().save_tokenizers(run_dir)
 
+    def coverage_weight(self) -> float:
+        """λ of the coverage loss at this update: 0 before ``coverage_loss_from`` of the training updates."""
+        hp = self.hparams
+        if hp.coverage_loss_from == 0:
+            return hp.coverage_loss
+        total = self.trainer.max_steps if self.trainer.max_steps > 0 else self.trainer.estimated_stepping_batches
+        return hp.coverage_loss if self.global_step >= hp.coverage_loss_from * total else 0.0
+
     def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
-        loss = token_loss(self.model, batch, self.hparams.label_smoothing, self.hparams.coverage_loss)
+        loss = token_loss(self.model, batch, self.hparams.label_smoothing, self.coverage_weight())
         if not torch.isfinite(loss):
             raise FloatingPointError(
                 f"training loss is {loss.item()} at step {self.global_step}: lower the lr or "

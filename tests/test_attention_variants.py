@@ -89,7 +89,14 @@ def test_local_p_weights_are_the_windowed_softmax_times_the_gaussian_by_hand(mon
 def test_local_p_predicts_a_position_inside_each_sentence():
     attention, memory = make("local-p")
     aligned = attention.aligned(torch.randn(B, T, D), memory, attention.init_state(memory))  # (B, T)
-    assert ((aligned >= 0) & (aligned <= LENGTHS.unsqueeze(1).float())).all()
+    assert ((aligned >= 0) & (aligned <= LENGTHS.unsqueeze(1).float() - 1)).all()
+    with torch.no_grad():  # a saturated sigmoid reaches the sentence's last word (position S_x - 1), not beyond
+        attention.predict[0].weight.copy_(torch.eye(D))  # tanh(W_p h) = tanh(h)
+        attention.v_p.weight.fill_(1e3)
+        query = torch.ones(B, T, D)
+        aligned = attention.aligned(query, memory, attention.init_state(memory))
+        assert torch.equal(aligned, (LENGTHS.unsqueeze(1).float() - 1).expand(B, T))
+        assert torch.equal(attention.aligned(-query, memory, attention.init_state(memory)), torch.zeros(B, T))
 
 
 def test_location_energies_ignore_the_keys_and_stop_at_the_maximum_length():

@@ -188,3 +188,33 @@ def test_validation_logs_attention_saturation_per_head_to_csv(tmp_path):
     assert all(0 <= s <= 1 for s in shares) and float(rows[0]["val/attn_saturated"]) == pytest.approx(sum(shares) / 2)
     ranges = [float(rows[0][f"val/score_range_h{h}"]) for h in (1, 2)]
     assert all(r > 0 for r in ranges) and float(rows[0]["val/score_range"]) > 0
+
+
+def test_score_scale_reaches_the_scorer_and_a_bad_value_is_one_line(tmp_path, capsys):
+    args = ["--config", BASE, "--config", REVERSE, *quiet(tmp_path), "--model.flow", "luong"]
+    cli = make_cli([*args, "--model.attention", "general", "--model.score_scale", "sqrt_d"], run=False)
+    assert cli.model.model.decoder.attention.scorer.scale == pytest.approx(128**-0.5)  # D = H = 2 x 64
+    with pytest.raises(SystemExit) as stop:
+        main(["fit", *args, "--model.attention", "general", "--model.score_scale", "sqrtd"])
+    error = capsys.readouterr().err.strip()
+    assert stop.value.code == 2 and error.count("\n") == 0 and "model.score_scale" in error
+    assert "'none', 'sqrt_d'" in error and "sqrtd" in error
+
+
+def test_coverage_loss_from_switches_the_loss_on_for_the_last_part_of_training(tmp_path, monkeypatch):
+    import seq2seq_attn.lit_module as lit_module
+
+    weights, real_loss = [], lit_module.token_loss
+
+    def recording(model, batch, smoothing, coverage_weight):
+        weights.append(coverage_weight)
+        return real_loss(model, batch, smoothing, coverage_weight)
+
+    monkeypatch.setattr(lit_module, "token_loss", recording)
+    args = [*quiet(tmp_path), "--trainer.max_steps", "10", "--trainer.limit_val_batches", "0", "--model.coverage",
+            "true", "--model.coverage_loss", "0.5", "--model.coverage_loss_from", "0.7"]  # fmt: skip
+    run_cli(["fit", "--config", BASE, "--config", REVERSE, *args])
+    assert weights == [0.0] * 7 + [0.5] * 3
+    with pytest.raises(SystemExit) as stop:  # a schedule without a loss to schedule
+        main(["fit", "--config", BASE, "--config", REVERSE, *quiet(tmp_path), "--model.coverage_loss_from", "0.7"])
+    assert stop.value.code == 2

@@ -177,3 +177,34 @@ def test_no_attention_returns_the_summary():
     assert weights is None
     torch.testing.assert_close(context, values[:, -1:].expand(-1, T, -1))
     assert isinstance(build_attention("general", D, D), Attention)
+
+
+@pytest.mark.parametrize("name", ["dot", "general"])
+def test_score_scale_sqrt_d_divides_the_energies_by_sqrt_d(name):
+    torch.manual_seed(3)
+    plain = build_scorer(name, D, D).double()
+    torch.manual_seed(3)
+    scaled = build_scorer(name, D, D, score_scale="sqrt_d").double()
+    query, values = torch.randn(B, T, D, dtype=torch.double), torch.randn(B, S, D, dtype=torch.double)
+    energies = plain(query, plain.prepare_keys(values))  # (B, T, S)
+    torch.testing.assert_close(scaled(query, scaled.prepare_keys(values)), energies / D**0.5, rtol=1e-12, atol=0)
+    # the literal equation by hand: qᵀ h or qᵀ W h, over sqrt(D)
+    weight = torch.eye(D, dtype=torch.double) if name == "dot" else plain.key_proj.weight
+    by_hand = torch.einsum("btd,de,bse->bts", query, weight, values) / D**0.5
+    torch.testing.assert_close(scaled(query, scaled.prepare_keys(values)), by_hand, rtol=1e-10, atol=1e-12)
+    assert scaled.scale == pytest.approx(D**-0.5) and plain.scale == 1.0
+
+
+@pytest.mark.parametrize(
+    "name,scale,expected",
+    [
+        ("additive", "sqrt_d", "divides the energy of the \\['dot', 'general'\\] scorers, not 'additive'"),
+        ("scaled_dot", "sqrt_d", "not 'scaled_dot'"),
+        ("general", "sqrt", "unknown score_scale 'sqrt': choose one of \\['none', 'sqrt_d'\\]"),
+    ],
+)
+def test_score_scale_errors_name_what_takes_it(name, scale, expected):
+    with pytest.raises(ConfigError, match=expected):
+        build_attention(name, D, D, AttentionOptions(score_scale=scale))
+    with pytest.raises(ConfigError, match="unknown score_scale"):
+        build_attention("general", D, D, AttentionOptions(heads=2, score_scale="sqrt"))

@@ -19,7 +19,7 @@ from torch import Tensor, nn
 from seq2seq_attn.errors import ConfigError
 from seq2seq_attn.modules.memory import AttentionOutput, AttentionState, Memory
 from seq2seq_attn.modules.multihead import MultiHeadAttention
-from seq2seq_attn.modules.scorers import SCORERS, build_scorer
+from seq2seq_attn.modules.scorers import SCORE_SCALES, SCORERS, build_scorer
 
 __all__ = ["ALIGNMENTS", "Attention", "AttentionOptions", "AttentionOutput", "AttentionState", "Memory",
            "MultiHeadAttention", "NoAttention", "build_attention"]  # fmt: skip
@@ -107,7 +107,8 @@ class LocalMonotonicAttention(Attention):
 
 class LocalPredictiveAttention(LocalMonotonicAttention):
     """Luong et al. 2015, Sec. 3.2, local-p: the aligned position is predicted from the query,
-    ``p_t = S_x sigmoid(v_pᵀ tanh(W_p h_t))`` with ``S_x`` the sentence's own length, and the window's
+    ``p_t = (S_x - 1) sigmoid(v_pᵀ tanh(W_p h_t))`` with ``S_x`` the sentence's own length (Luong et al.
+    write ``S_x sigmoid(·)``; positions here count from 0, so its last word is ``S_x - 1``), and the window's
     weights are favoured near it: ``a_t(s) ∝ softmax_window(e)(s) exp(-(s - p_t)² / (2σ²))``, σ = D/2.
     (Luong et al. leave the product unnormalised; here it is renormalised to sum to 1, so the context
     stays a weighted average: the same as adding the log Gaussian to the energies.)"""
@@ -122,8 +123,8 @@ class LocalPredictiveAttention(LocalMonotonicAttention):
         return cls(scorer, options.window, query_size)
 
     def aligned(self, query: Tensor, memory: Memory, state: AttentionState) -> Tensor:
-        length = memory.mask.sum(1, keepdim=True).float()  # (B, 1) S_x
-        return length * torch.sigmoid(self.v_p(self.predict(query)).squeeze(-1))  # (B, T)
+        last = memory.mask.sum(1, keepdim=True).float() - 1  # (B, 1) S_x - 1
+        return last * torch.sigmoid(self.v_p(self.predict(query)).squeeze(-1))  # (B, T)
 
     def prior(self, offset: Tensor) -> Tensor:
         """The log Gaussian ``-(s - p_t)² / (2σ²)``, σ = D/2. Args: offset ``(B, T, S)``."""
@@ -161,6 +162,7 @@ class AttentionOptions:
     heads: int = 1  # multi-head attention for the multiplicative scorers
     coverage: bool = False  # the attention summed so far enters the energy (additive, concat)
     max_source_length: int = 100  # rows of the location scorer
+    score_scale: str = "none"  # "sqrt_d": dot and general energies divided by sqrt(D) (heads > 1: always)
 
 
 # where attention may look, by config name (``model.alignment``)
@@ -173,6 +175,8 @@ ALIGNMENTS: dict[str, type[Attention]] = {
 
 def _check(name: str, options: AttentionOptions) -> None:
     """The combinations that do not exist, each in one line naming the valid ones."""
+    if options.score_scale not in SCORE_SCALES:
+        raise ConfigError(f"unknown score_scale {options.score_scale!r}: choose one of {list(SCORE_SCALES)}")
     if options.alignment not in ALIGNMENTS:
         raise ConfigError(f"unknown alignment {options.alignment!r}: choose one of {sorted(ALIGNMENTS)}")
     if name == "none" and (options.alignment != "global" or options.heads > 1 or options.coverage):
@@ -198,5 +202,6 @@ def build_attention(
         raise ConfigError(f"unknown attention {name!r}: choose one of {choices}")
     if options.heads > 1:
         return MultiHeadAttention(name, query_size, key_size, options.heads)
-    scorer = build_scorer(name, query_size, key_size, options.attn_size, options.coverage, options.max_source_length)
+    scorer = build_scorer(name, query_size, key_size, options.attn_size, options.coverage, options.max_source_length,
+                          options.score_scale)  # fmt: skip
     return ALIGNMENTS[options.alignment].build(scorer, options, query_size)

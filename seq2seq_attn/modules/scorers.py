@@ -31,6 +31,11 @@ def register_scorer(name: str) -> Callable[[type["Scorer"]], type["Scorer"]]:
     return add
 
 
+# how a multiplicative energy is scaled (``model.score_scale``): as Luong et al. wrote it, or divided by
+# sqrt(d) as Vaswani et al.'s dot product is (the energies then stay near unit scale as the weights grow)
+SCORE_SCALES = ("none", "sqrt_d")
+
+
 def build_scorer(
     name: str,
     query_size: int,
@@ -38,13 +43,25 @@ def build_scorer(
     attn_size: Optional[int] = None,
     coverage: bool = False,
     max_source_length: int = 100,
+    score_scale: str = "none",
 ) -> "Scorer":
     """Instantiate the scorer registered as ``name``; unknown names and impossible options fail in one line.
 
-    ``coverage`` goes to the scorers of the additive family, ``max_source_length`` to ``location``."""
+    ``coverage`` goes to the scorers of the additive family, ``max_source_length`` to ``location``,
+    ``score_scale`` ``sqrt_d`` to ``dot`` and ``general`` (their energy divided by sqrt(D))."""
     if name not in SCORERS:
         raise ConfigError(f"unknown attention scorer {name!r}: choose one of {sorted(SCORERS)}")
     cls, options = SCORERS[name], {}
+    if score_scale not in SCORE_SCALES:
+        raise ConfigError(f"unknown score_scale {score_scale!r}: choose one of {list(SCORE_SCALES)}")
+    if score_scale == "sqrt_d":
+        takes = sorted(n for n, c in SCORERS.items() if issubclass(c, ProductScorer) and not c.fixed_scale)
+        if name not in takes:
+            raise ConfigError(
+                f"score_scale 'sqrt_d' divides the energy of the {takes} scorers, not {name!r}: "
+                "pick one of them or score_scale none"
+            )
+        options["scale"] = 1 / math.sqrt(query_size)
     if coverage:
         if not issubclass(cls, TanhScorer):
             takes = sorted(n for n, c in SCORERS.items() if issubclass(c, TanhScorer))
@@ -85,43 +102,58 @@ class Scorer(nn.Module):
         raise NotImplementedError
 
 
+class ProductScorer(Scorer):
+    """Shared energy of the multiplicative family: ``e = scale · qᵀ k`` with ``k`` the prepared keys.
+
+    ``scale`` is 1 in Luong et al.'s equations; ``model.score_scale: sqrt_d`` makes it ``1 / sqrt(D)``.
+    The product of two D-dimensional vectors grows with D and with the weights behind them; under Adam
+    the unscaled energies can reach tens of nats, where the softmax is one-hot and passes no gradient.
+    """
+
+    fixed_scale = False  # True: the scorer's own equation fixes the scale (score_scale does not apply)
+
+    def __init__(self, query_size: int, key_size: int, attn_size: Optional[int] = None, scale: float = 1.0) -> None:
+        super().__init__(query_size, key_size)
+        self.scale = scale
+
+    def forward(self, query: Tensor, keys: Tensor) -> Tensor:
+        energies = query @ keys.transpose(1, 2)  # (B, T, S)
+        return energies if self.scale == 1.0 else energies * self.scale
+
+
 @register_scorer("dot")
-class DotScorer(Scorer):
+class DotScorer(ProductScorer):
     """Luong et al. 2015, Eq. 8 "dot": ``e = qᵀ h``. No parameters."""
 
-    def __init__(self, query_size: int, key_size: int, attn_size: Optional[int] = None) -> None:
-        super().__init__(query_size, key_size)
+    def __init__(self, query_size: int, key_size: int, attn_size: Optional[int] = None, scale: float = 1.0) -> None:
+        super().__init__(query_size, key_size, scale=scale)
         if query_size != key_size:
             raise ConfigError(
                 f"attention 'dot' needs equal query and key sizes, got decoder {query_size} "
                 f"and encoder output {key_size}: use attention 'general' or match the sizes"
             )
 
-    def forward(self, query: Tensor, keys: Tensor) -> Tensor:
-        return query @ keys.transpose(1, 2)  # (B, T, S)
-
 
 @register_scorer("scaled_dot")
 class ScaledDotScorer(DotScorer):
     """Vaswani et al. 2017: ``e = qᵀ h / sqrt(d)``, the dot score kept at unit scale."""
 
-    def forward(self, query: Tensor, keys: Tensor) -> Tensor:
-        return super().forward(query, keys) / math.sqrt(self.key_size)  # (B, T, S)
+    fixed_scale = True
+
+    def __init__(self, query_size: int, key_size: int, attn_size: Optional[int] = None) -> None:
+        super().__init__(query_size, key_size, scale=1 / math.sqrt(key_size))
 
 
 @register_scorer("general")
-class GeneralScorer(Scorer):
+class GeneralScorer(ProductScorer):
     """Luong et al. 2015, Eq. 8 "general": ``e = qᵀ W h``; ``W h`` is precomputed."""
 
-    def __init__(self, query_size: int, key_size: int, attn_size: Optional[int] = None) -> None:
-        super().__init__(query_size, key_size)
+    def __init__(self, query_size: int, key_size: int, attn_size: Optional[int] = None, scale: float = 1.0) -> None:
+        super().__init__(query_size, key_size, scale=scale)
         self.key_proj = nn.Linear(key_size, query_size, bias=False)
 
     def prepare_keys(self, memory: Tensor) -> Tensor:
         return self.key_proj(memory)  # (B, S, D)
-
-    def forward(self, query: Tensor, keys: Tensor) -> Tensor:
-        return query @ keys.transpose(1, 2)  # (B, T, S)
 
 
 class TanhScorer(Scorer):

@@ -85,6 +85,7 @@ def build_seq2seq(
     heads: int = 1,
     coverage: bool = False,
     max_source_length: int = 100,
+    score_scale: str = "none",
     pad_id: int = 0,
 ) -> Seq2Seq:
     """Build a model from names and sizes.
@@ -93,13 +94,13 @@ def build_seq2seq(
         hidden_size: encoder hidden size per direction, so ``H = hidden_size * dirs``.
         dec_hidden_size: decoder hidden size D; defaults to H (which ``dot`` needs).
         attn_size: A for the ``additive`` and ``concat`` scorers; defaults to D.
-        alignment, window, heads, coverage, max_source_length: see
+        alignment, window, heads, coverage, max_source_length, score_scale: see
             :class:`~seq2seq_attn.modules.attention.AttentionOptions`.
     """
     encoder = RNNEncoder(cell, src_vocab_size, emb_size, hidden_size, num_layers, bidirectional, dropout, pad_id)
     memory_size = encoder.output_size  # H
     dec_size = dec_hidden_size or memory_size  # D
-    options = AttentionOptions(attn_size, alignment, window, heads, coverage, max_source_length)
+    options = AttentionOptions(attn_size, alignment, window, heads, coverage, max_source_length, score_scale)
     attn = build_attention(attention, dec_size, memory_size, options)
     sizes = DecoderSizes(trg_vocab_size, emb_size, dec_size, memory_size, num_layers)
     decoder = build_decoder(flow, cell, sizes, attn, dropout, input_feed)
