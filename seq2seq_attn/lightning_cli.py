@@ -153,6 +153,9 @@ class ConfigCheck(Seq2SeqCLI):
     def instantiate_trainer(self, **kwargs) -> None:
         return None
 
+    def _set_seed(self) -> None:  # nothing runs: leave the process's random state (and the console) alone
+        pass
+
 
 def check_config(args: list[str]) -> None:
     """Raise the one-line :class:`ConfigError` that ``fit`` with these arguments would raise before training."""
