@@ -4,6 +4,7 @@
   it and renames it over the old one (a kill during a save leaves the previous
   checkpoint intact, never half a file), and loads with ``weights_only=True``, so
   a crafted checkpoint given to resume, fit or test cannot run code.
+- :class:`BestCheckpoint` keeps ``checkpoints/best.ckpt``, the best validation by a chosen metric.
 - :class:`LastCheckpoint` keeps ``checkpoints/last.ckpt`` fresh every N optimizer
   steps and at the end of every epoch, and never saves non-finite weights.
 - :class:`RNGState` carries the random generators' states in every checkpoint
@@ -20,19 +21,20 @@ import pickle
 import random
 import zipfile
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Literal, Optional, Union
 
 import numpy as np
 import pytorch_lightning as pl
 import torch
 import yaml
 from jsonargparse.typing import NonNegativeInt
+from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.plugins.io import CheckpointIO, TorchCheckpointIO
 
 from seq2seq_attn.errors import ConfigError
 from seq2seq_attn.results import write_atomic
 
-LAST = "last.ckpt"
+LAST, BEST = "last.ckpt", "best.ckpt"
 
 
 def load_checkpoint_file(path: Union[str, Path], map_location: Any = "cpu") -> Any:
@@ -58,6 +60,11 @@ def read_checkpoint(path: Union[str, Path], device: str = "cpu") -> dict:
     if not isinstance(checkpoint, dict) or "hyper_parameters" not in checkpoint or "vocab" not in checkpoint:
         raise ConfigError(f"{path} is not a seq2seq-attn checkpoint (no hyperparameters or vocabulary in it)")
     return checkpoint
+
+
+def read_checkpoint_step(path: Union[str, Path]) -> int:
+    """The update a checkpoint was saved at (its weights are mapped, not read)."""
+    return int(torch.load(path, map_location="cpu", weights_only=True, mmap=True)["global_step"])
 
 
 def read_checkpoint_hparams(path: Union[str, Path]) -> dict:
@@ -100,6 +107,15 @@ def checkpoint_dir(trainer: "pl.Trainer") -> Path:
         if getattr(callback, "dirpath", None):
             return Path(callback.dirpath)
     return Path(trainer.log_dir or trainer.default_root_dir) / "checkpoints"
+
+
+class BestCheckpoint(ModelCheckpoint):
+    """``checkpoints/best.ckpt``: the weights of the validation with the best ``monitor`` (config group
+    ``best_checkpoint``), the ones ``test`` and the ablation cells evaluate. Training to convergence on
+    real text monitors ``val/bleu`` with mode ``max``; the default is the validation loss."""
+
+    def __init__(self, monitor: str = "val/loss", mode: Literal["min", "max"] = "min") -> None:
+        super().__init__(monitor=monitor, mode=mode, filename=Path(BEST).stem, enable_version_counter=False)
 
 
 class LastCheckpoint(pl.Callback):

@@ -12,10 +12,15 @@ import sys
 from pathlib import Path
 from typing import Optional
 
-from pytorch_lightning.callbacks import ModelCheckpoint
 from pytorch_lightning.cli import LightningArgumentParser, LightningCLI
 
-from seq2seq_attn.checkpointing import LastCheckpoint, RNGState, read_checkpoint_hparams, with_safe_checkpoint_io
+from seq2seq_attn.checkpointing import (
+    BestCheckpoint,
+    LastCheckpoint,
+    RNGState,
+    read_checkpoint_hparams,
+    with_safe_checkpoint_io,
+)
 from seq2seq_attn.data.datamodule import Seq2SeqDataModule, check_distributed_sampling
 from seq2seq_attn.errors import ConfigError
 from seq2seq_attn.lit_module import ARCHITECTURE_KEYS, Seq2SeqLitModule
@@ -77,6 +82,7 @@ class Parser(LightningArgumentParser):
 
 class Seq2SeqCLI(LightningCLI):
     def add_arguments_to_parser(self, parser) -> None:
+        parser.add_lightning_class_args(BestCheckpoint, "best_checkpoint")
         parser.add_lightning_class_args(LastCheckpoint, "last_checkpoint")
         parser.add_class_arguments(WandbConfig, "wandb", instantiate=False)
         parser.link_arguments("data.src_vocab_size", "model.src_vocab_size", apply_on="instantiate")
@@ -113,7 +119,7 @@ class Seq2SeqCLI(LightningCLI):
     def _instantiate_trainer(self, config, callbacks):
         if config.get("enable_checkpointing") is False:  # our default best/last checkpoints step aside
             self.trainer_defaults = {**self.trainer_defaults, "callbacks": []}
-            callbacks = [c for c in callbacks if not isinstance(c, LastCheckpoint)]
+            callbacks = [c for c in callbacks if not isinstance(c, (BestCheckpoint, LastCheckpoint))]
         config["plugins"] = with_safe_checkpoint_io(config.get("plugins"))
         options = WandbConfig(**self._config()["wandb"])
         if options.enabled:
@@ -164,7 +170,6 @@ def check_config(args: list[str]) -> None:
 
 def make_cli(args: Optional[list[str]] = None, run: bool = True, cli_class: type = Seq2SeqCLI) -> LightningCLI:
     """Construct the LightningCLI (``run=False`` only parses and instantiates)."""
-    checkpoints = ModelCheckpoint(monitor="val/loss", mode="min", filename="best", enable_version_counter=False)
     return cli_class(
         Seq2SeqLitModule,
         Seq2SeqDataModule,
@@ -175,7 +180,7 @@ def make_cli(args: Optional[list[str]] = None, run: bool = True, cli_class: type
         run=run,
         seed_everything_default=1234,
         trainer_defaults={
-            "callbacks": [checkpoints, RNGState()],
+            "callbacks": [RNGState()],
             "default_root_dir": "runs",
         },
         save_config_kwargs={"overwrite": True},

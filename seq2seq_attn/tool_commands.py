@@ -14,7 +14,8 @@ def ablate_command(argv: list[str]) -> None:
 
     parser = argparse.ArgumentParser(prog="seq2seq-attn ablate", description="Run a grid of experiments, resumably.")
     parser.add_argument("grid", help="grid file, e.g. experiments/ablations/toy_reverse.yaml")
-    parser.add_argument("--out", help="output folder (default: runs/ablations/<grid name>)")
+    parser.add_argument("--out", help="run folder (default: $S2S_RUNS_ROOT/ablations/<grid name>, else runs/...)")
+    parser.add_argument("--publish", metavar="DIR", help="copy each finished cell's small files here as it lands")
     parser.add_argument("--jobs", type=int, default=0, help="cells run in parallel (default: cores, at most 8)")
     parser.add_argument("--retry-failed", action="store_true", help="run cells that failed before again")
     parser.add_argument("--dry-run", action="store_true", help="list the cells that would run, run nothing")
@@ -30,7 +31,7 @@ def ablate_command(argv: list[str]) -> None:
         grid = Grid.load(args.grid)
         emit_sweep(grid, args.emit_sweep, Path(args.out) if args.out else default_out(grid))
         return
-    ablate(args.grid, args.out, args.jobs, args.retry_failed, args.dry_run)
+    ablate(args.grid, args.out, args.jobs, args.retry_failed, args.dry_run, args.publish)
 
 
 def cell_command(argv: list[str]) -> None:

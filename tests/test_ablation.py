@@ -225,3 +225,83 @@ def test_model_labels_name_what_tells_cells_apart():
     ]
     df.loc[5, "num_layers"] = 6.0  # two Transformer sizes: their labels say which is which
     assert with_labels(df)["model"].tolist()[4:] == ["transformer, num_layers=3", "transformer, num_layers=6"]
+
+
+def early_stopping(patience: int, monitor: str = "val/loss", mode: str = "min") -> list[dict]:
+    return [{"class_path": "pytorch_lightning.callbacks.EarlyStopping",
+             "init_args": {"monitor": monitor, "mode": mode, "patience": patience}}]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_cells_say_whether_patience_or_a_cap_stopped_them(tmp_path, capsys):
+    converge = {**TINY, "trainer.max_epochs": 60, "trainer.callbacks": early_stopping(1, "val/exact_match", "max"),
+                "best_checkpoint.monitor": "val/exact_match", "best_checkpoint.mode": "max"}  # fmt: skip
+    out = tmp_path / "out"
+    ablate(str(write_grid(tmp_path, {"model.attention": ["dot"]}, fixed=converge)), str(out), jobs=1)
+    result = json.loads((out / "cells" / "attention=dot" / "result.json").read_text())
+    history = [json.loads(line) for line in (out / "cells" / "attention=dot" / "val_history.jsonl").open()]
+    scores = [h["overall"]["exact_match"] for h in history]
+    assert result["stopped_by"] == "patience" and result["hit_cap"] is None and result["stopped_short"] is None
+    assert result["steps"] < 60 * 2 and len(scores) >= 2 and scores[-1] <= max(scores[:-1])  # no better last time
+    best = history[scores.index(max(scores))]  # the first validation with the best score: the tested checkpoint
+    assert result["best_step"] == best["step"] and result["precision"] == "32-true"
+    assert "stopped by patience" in capsys.readouterr().out
+    summary = (out / "summary.md").read_text()
+    assert "## Training: what stopped each cell" in summary and "| `attention=dot` | patience |" in summary
+
+    capped = {**converge, "trainer.max_epochs": 2, "trainer.callbacks": early_stopping(100)}
+    ablate(str(write_grid(tmp_path, {"model.attention": ["general"]}, fixed=capped)), str(tmp_path / "cap"), jobs=1)
+    result = json.loads((tmp_path / "cap" / "cells" / "attention=general" / "result.json").read_text())
+    assert result["stopped_by"] == "trainer.max_epochs" and result["stopped_short"] is None
+    assert result["hit_cap"] == f"reached trainer.max_epochs at update {result['steps']} before dev stopped improving"
+    summary = (tmp_path / "cap" / "summary.md").read_text()
+    assert "## Cells that hit the cap before dev stopped improving" in summary and "`attention=general`" in summary
+
+
+@pytest.mark.slow
+def test_a_cell_killed_midway_continues_from_its_last_checkpoint_to_the_same_results(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    import torch
+
+    fixed = {**TINY, "trainer.max_epochs": 4, "model.dropout": 0.2, "last_checkpoint.every_n_steps": 1,
+             "data.init_args.val_size": 64, "trainer.deterministic": True}  # fmt: skip
+    env = {"PYTHONPATH": str(ROOT / "tests"), "OMP_NUM_THREADS": "1"}
+
+    def run(out: Path, grid: Path) -> subprocess.CompletedProcess:
+        command = [sys.executable, "-m", "seq2seq_attn.cli", "ablate", str(grid), "--out", str(out), "--jobs", "1"]
+        return subprocess.run(command, env={**os.environ, **env}, capture_output=True, text=True, timeout=300)
+
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    plain = run(tmp_path / "plain", write_grid(tmp_path / "a", {"seed_everything": [3]}, fixed=fixed))
+    assert plain.returncode == 0, plain.stderr[-2000:]
+    kill = [{"class_path": "faults.KillAt", "init_args": {"step": 5}}]  # 2 steps an epoch: inside epoch 2
+    grid = write_grid(tmp_path / "b", {"seed_everything": [3]}, fixed={**fixed, "trainer.callbacks": kill})
+    first = run(tmp_path / "killed", grid)
+    cell = tmp_path / "killed" / "cells" / "seed_everything=3"
+    assert "FAILED: the process ended without a result" in first.stdout and not (cell / "result.json").exists()
+    assert torch.load(cell / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 5
+    second = run(tmp_path / "killed", grid)
+    assert second.returncode == 0 and "1 to run" in second.stdout, second.stderr[-2000:]
+    resumed = json.loads((cell / "result.json").read_text())
+    uninterrupted = json.loads((tmp_path / "plain" / "cells" / "seed_everything=3" / "result.json").read_text())
+    assert resumed["steps"] == uninterrupted["steps"] == 8
+    assert resumed["overall"] == uninterrupted["overall"] and resumed["buckets"] == uninterrupted["buckets"]
+
+
+def test_runs_root_and_publish_keep_checkpoints_out_of_the_published_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("S2S_RUNS_ROOT", str(tmp_path / "runs"))
+    monkeypatch.chdir(tmp_path)
+    grid = write_grid(tmp_path, {"model.attention": ["dot", "general"]})
+    out = ablate(str(grid), jobs=1, publish=str(tmp_path / "docs"))
+    assert out == tmp_path / "runs" / "ablations" / "tiny"
+    for name in ("attention=dot", "attention=general"):
+        published = {p.name for p in (tmp_path / "docs" / "cells" / name).iterdir()}
+        assert {"cell.json", "result.json", "test_results.json", "val_history.jsonl", "environment.json"} <= published
+        assert not any(p.suffix == ".ckpt" for p in (tmp_path / "docs").rglob("*"))
+        assert (out / "cells" / name / "checkpoints" / "best.ckpt").is_file()
+    assert (tmp_path / "docs" / "summary.md").read_text() == (out / "summary.md").read_text()
+    with pytest.raises(ConfigError, match="is the run folder itself"):
+        ablate(str(grid), str(out), jobs=1, publish=str(out))

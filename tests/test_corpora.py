@@ -137,3 +137,18 @@ def test_fetch_verifies_sha256_and_deletes_a_corrupt_file(tmp_path, capsys, monk
 @pytest.mark.corpus
 def test_fetch_of_the_real_multi30k_files_matches_the_recorded_sums(real_corpus, tmp_path, capsys, monkeypatch):
     check_fetch(real_corpus("multi30k"), SOURCES["multi30k"], tmp_path, capsys, monkeypatch)
+
+
+def test_a_training_cap_in_words_drops_long_pairs_before_subwords_and_keeps_the_vocabulary():
+    kwargs = dict(corpus="bible_en_es", src_lang="en", trg_lang="es", tokenizer="bpe", vocab_size=300, max_length=80)
+    capped, full = ParallelDataModule(**kwargs, train_max_words=12), ParallelDataModule(**kwargs)
+    capped.setup(), full.setup()
+    src, trg = capped.text["train"]
+    short = [max(len(s.split()), len(t.split())) <= 12 for s, t in zip(src, trg)]
+    assert 0 < sum(short) < len(short)  # the fixture has pairs on both sides of the cap
+    assert len(capped.datasets["train"]) == sum(short) and len(full.datasets["train"]) == len(short)
+    kept = [e.src for e, k in zip(full.datasets["train"].examples, short) if k]
+    assert [e.src for e in capped.datasets["train"].examples] == kept  # the same pairs, the same pieces
+    assert capped.src_vocab == full.src_vocab and capped.trg_vocab == full.trg_vocab
+    assert len(capped.datasets["val"]) == len(full.datasets["val"])  # evaluation keeps every line
+    assert capped.train_max_length == 12 and full.train_max_length is None  # buckets beyond 12 words: extrapolation

@@ -82,22 +82,17 @@ log_file: {work}/run/train.log
 
 
 def export(data: ParallelDataModule, work: Path) -> None:
-    """Our BPE pieces, one sentence a line; training pairs filtered as our data module filters them."""
+    """Our data module's examples as piece files, one sentence a line: the training pairs it keeps, every
+    dev and test line; the pieces are those of our vocabulary (``<unk>`` where ours has none)."""
     folder = work / "data"
     folder.mkdir(parents=True, exist_ok=True)
     counts = {"src": Counter(), "trg": Counter()}
     for split in ("train", "val", "test"):
-        src = data.src_tokenizer.tokenize_batch(data.text[split][0])
-        trg = data.trg_tokenizer.tokenize_batch(data.text[split][1])
-        pairs = list(zip(src, trg))
-        if split == "train":
-            pairs = [(s, t) for s, t in pairs if len(s) <= data.max_length and len(t) <= data.max_length]
-            for s, t in pairs:
-                counts["src"].update(s)
-                counts["trg"].update(t)
-        for side, column in (("src", 0), ("trg", 1)):
-            lines = [" ".join(pair[column]) or "<unk>" for pair in pairs]
-            (folder / f"{split}.{side}").write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+        for side, vocab in (("src", data.src_vocab), ("trg", data.trg_vocab)):
+            lines = [vocab.decode(getattr(e, side)) for e in data.datasets[split].examples]
+            if split == "train":
+                counts[side].update(p for line in lines for p in line)
+            (folder / f"{split}.{side}").write_text("".join(f"{' '.join(x)}\n" for x in lines), encoding="utf-8")
     for side, counter in counts.items():
         (folder / f"vocab.{side}").write_text("".join(f"{p}\t{n}\n" for p, n in counter.most_common()), "utf-8")
 

@@ -15,7 +15,7 @@ import traceback
 from pathlib import Path
 from typing import Optional
 
-from seq2seq_attn.checkpointing import LAST, logger_in_folder
+from seq2seq_attn.checkpointing import BEST, LAST, checkpoint_dir, logger_in_folder, read_checkpoint_step
 from seq2seq_attn.errors import find_config_error
 from seq2seq_attn.loggers import finish_wandb
 from seq2seq_attn.results import write_json
@@ -23,25 +23,43 @@ from seq2seq_attn.results import write_json
 RESULT, ERROR = "result.json", "error.json"
 
 
-def stopped_short(trainer) -> Optional[str]:
-    """Why fit ended before ``trainer.max_steps`` (the time cap, early stopping), or None.
+def why_stopped(trainer) -> str:
+    """What ended fit: ``patience`` (early stopping), ``trainer.max_steps``, ``trainer.max_time`` or
+    ``trainer.max_epochs``."""
+    from pytorch_lightning.callbacks import EarlyStopping, Timer
 
-    Such a cell is finished (it is tested and never run again) but is not the budget the grid asked
-    for: the runner's line and the report say so, so that a cap hit on a busy machine is not read
-    as the model's quality. Rerun it by deleting its ``result.json``."""
-    from pytorch_lightning.callbacks import Timer
-
-    target, done = trainer.max_steps, trainer.global_step
-    if target is None or target < 0 or done >= target:
-        return None
+    if any(isinstance(c, EarlyStopping) and c.wait_count >= c.patience for c in trainer.callbacks):
+        return "patience"
+    if trainer.max_steps is not None and trainer.max_steps > 0 and trainer.global_step >= trainer.max_steps:
+        return "trainer.max_steps"
     remaining = [c.time_remaining() for c in trainer.callbacks if isinstance(c, Timer)]  # None: no duration
     if any(r is not None and r <= 0 for r in remaining):
-        why = "trainer.max_time"
-    elif trainer.current_epoch >= (trainer.max_epochs or 0) > 0:
+        return "trainer.max_time"
+    return "trainer.max_epochs"
+
+
+def shortfall(trainer, stopped_by: str) -> tuple[Optional[str], Optional[str]]:
+    """``(stopped_short, hit_cap)``: why a cell is not the run the grid asked for, or None each.
+
+    Such a cell is finished (it is tested and never run again), but a cap hit on a busy machine must
+    not be read as the model's quality: the runner's line and the report say so. A cell with early
+    stopping asked to train until dev stopped improving; it ``hit_cap`` when a cap ended it first. A
+    cell without it asked for ``trainer.max_steps`` updates; it ``stopped_short`` when something else
+    (the time cap, the epochs) ended it first. Rerun it by deleting its ``result.json``."""
+    from pytorch_lightning.callbacks import EarlyStopping
+
+    done = trainer.global_step
+    if any(isinstance(c, EarlyStopping) for c in trainer.callbacks):
+        if stopped_by == "patience":
+            return None, None
+        return None, f"reached {stopped_by} at update {done} before dev stopped improving"
+    target = trainer.max_steps
+    if target is None or target < 0 or done >= target:
+        return None, None
+    why = "early stopping" if stopped_by == "patience" else stopped_by
+    if stopped_by == "trainer.max_epochs":
         why = f"trainer.max_epochs ({trainer.max_epochs})"
-    else:
-        why = "early stopping"
-    return f"stopped at update {done} of {target} by {why}"
+    return f"stopped at update {done} of {target} by {why}", None
 
 
 def logger_args(cell_dir: Path) -> list[str]:
@@ -59,15 +77,19 @@ def run(cell_dir: Path, args: list[str]) -> dict:
     last = cell_dir / "checkpoints" / LAST  # a cell killed earlier continues where it stopped
     cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=last if last.is_file() else None)
     fit_seconds = time.time() - start
-    ckpt = cli.trainer.checkpoint_callback.best_model_path or None
+    stopped_by = why_stopped(cli.trainer)  # before test, which restores the best checkpoint's state
+    training = {"epochs": cli.trainer.current_epoch, "steps": cli.trainer.global_step, "stopped_by": stopped_by}
+    training["stopped_short"], training["hit_cap"] = shortfall(cli.trainer, stopped_by)
+    # a cell whose fit had already finished when it was killed (before testing) resumes with nothing to do,
+    # and Lightning then restores no callback state: its best.ckpt is still the one to test
+    saved_best = checkpoint_dir(cli.trainer) / BEST
+    ckpt = cli.trainer.checkpoint_callback.best_model_path or (str(saved_best) if saved_best.is_file() else None)
+    training["best_step"] = read_checkpoint_step(ckpt) if ckpt else None
     cli.trainer.test(cli.model, datamodule=cli.datamodule, ckpt_path=ckpt)
     results = json.loads((cell_dir / "test_results.json").read_text())
     results["fit_seconds"] = round(fit_seconds, 1)
     results["test_seconds"] = round(time.time() - start - fit_seconds, 1)
-    results["epochs"] = cli.trainer.current_epoch
-    results["steps"] = cli.trainer.global_step
-    results["stopped_short"] = stopped_short(cli.trainer)
-    results["checkpoint"] = ckpt
+    results.update(training, precision=str(cli.trainer.precision), checkpoint=ckpt)
     return results
 
 

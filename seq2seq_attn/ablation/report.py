@@ -186,14 +186,32 @@ def failures(out: Path) -> list[str]:
     return lines
 
 
-def short_cells(out: Path) -> list[str]:
-    """Finished cells that trained for fewer updates than the grid asked (a time cap, early stopping)."""
+def short_cells(out: Path, key: str = "stopped_short") -> list[str]:
+    """Finished cells that are not the run the grid asked for: ``stopped_short`` of their updates (a time cap),
+    or, with early stopping, ``hit_cap`` before dev stopped improving."""
     lines = []
     for path in sorted((out / "cells").glob("*/result.json")):
-        reason = json.loads(path.read_text()).get("stopped_short")
+        reason = json.loads(path.read_text()).get(key)
         if reason:
-            lines.append(f"- `{path.parent.name}`: {reason}; delete its result.json and run again for the full budget")
+            lines.append(f"- `{path.parent.name}`: {reason}; delete its result.json and run again with a higher cap")
     return lines
+
+
+def convergence_table(out: Path) -> str:
+    """Markdown: per cell, what stopped it, after how many updates and how long, its best update, its precision."""
+    rows = []
+    for path in sorted((out / "cells").glob("*/result.json")):
+        result = json.loads(path.read_text())
+        if result.get("stopped_by") is None:
+            continue  # a cell from before these fields were recorded
+        best = result.get("best_step")
+        cells = [f"`{path.parent.name}`", result["stopped_by"], f"{result['steps']:,}", "-" if best is None else
+                 f"{best:,}", f"{result['fit_seconds'] / 60:.0f}", result.get("precision", "-")]  # fmt: skip
+        rows.append("| " + " | ".join(cells) + " |")
+    if not rows:
+        return ""
+    header = "| cell | stopped by | updates | best on dev at | training minutes | precision |"
+    return "\n".join([header, "|---|---|---|---|---|---|", *rows])
 
 
 def ablation_name(out: Path) -> str:
@@ -223,9 +241,15 @@ def write_summary(out: Path, df: pd.DataFrame, metric: str, extra: str = "") -> 
         if table:
             parts += ["", f"## {title(name)}", "", table]
     parts += [extra] if extra else []
+    convergence = convergence_table(out)
+    if convergence:
+        parts += ["", "## Training: what stopped each cell", "", convergence]
     short = short_cells(out)
     if short:
         parts += ["", "## Cells that stopped short of their budget", "", *short]
+    capped = short_cells(out, "hit_cap")
+    if capped:
+        parts += ["", "## Cells that hit the cap before dev stopped improving", "", *capped]
     failed = failures(out)
     if failed:
         parts += ["", "## Failed cells", "", *failed]

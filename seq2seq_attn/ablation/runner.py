@@ -33,9 +33,23 @@ from seq2seq_attn.ablation.report import write_report, write_results_csv
 from seq2seq_attn.errors import ConfigError, find_config_error
 from seq2seq_attn.results import write_json
 
+# the small files of a finished cell that rebuild its rows, statistics and plots without its checkpoints
+PUBLISHED = ("cell.json", RESULT, "test_results.json", "test_translations.jsonl.gz", "val_history.jsonl",
+             "environment.json", "precision.json", "test_attention.json")  # fmt: skip
+
 
 def default_out(grid: Grid) -> Path:
-    return Path("runs") / "ablations" / grid.name
+    """``$S2S_RUNS_ROOT/ablations/<grid name>``; without the variable, ``runs/`` under the current folder."""
+    return Path(os.environ.get("S2S_RUNS_ROOT", "runs")) / "ablations" / grid.name
+
+
+def publish_cell(out: Path, cell: Cell, publish: Path) -> None:
+    """Copy a finished cell's small files (:data:`PUBLISHED`) from the run folder ``out`` to ``publish``."""
+    source, target = cell_dir(out, cell), cell_dir(publish, cell)
+    target.mkdir(parents=True, exist_ok=True)
+    for name in PUBLISHED:
+        if (source / name).is_file():
+            shutil.copyfile(source / name, target / name)
 
 
 def cell_dir(out: Path, cell: Cell) -> Path:
@@ -117,15 +131,18 @@ def _describe(out: Path, cell: Cell, metric: str) -> str:
         result = json.loads((folder / RESULT).read_text())
         value = result["overall"].get(metric)
         shown = f"{metric} {value:.3f}" if value is not None else "done"
-        short = f"; WARNING: {result['stopped_short']}" if result.get("stopped_short") else ""
-        return f"{shown} (fit {result['fit_seconds']:.0f} s{short})"
+        warning = result.get("stopped_short") or result.get("hit_cap")
+        short = f"; WARNING: {warning}" if warning else ""
+        stop = f", stopped by {result['stopped_by']} at update {result['steps']}" if result.get("stopped_by") else ""
+        return f"{shown} (fit {result['fit_seconds']:.0f} s{stop}{short})"
     if (folder / ERROR).is_file():
         return "FAILED: " + json.loads((folder / ERROR).read_text())["error"]
     return "FAILED: the process ended without a result (see log.txt)"
 
 
-def run_cells(out: Path, grid: Grid, todo: list[Cell], jobs: int) -> None:
-    """At most ``jobs`` cells at a time; results.csv is refreshed after each one."""
+def run_cells(out: Path, grid: Grid, todo: list[Cell], jobs: int, publish: Optional[Path] = None) -> None:
+    """At most ``jobs`` cells at a time; results.csv is refreshed after each one (and the cell's small files
+    copied to ``publish``, with its results.csv, as it finishes)."""
     threads = max(1, (os.cpu_count() or 1) // jobs)
     pending, running, finished = list(todo), {}, 0
     try:
@@ -141,6 +158,9 @@ def run_cells(out: Path, grid: Grid, todo: list[Cell], jobs: int) -> None:
                 finished += 1
                 print(f"[{finished}/{len(todo)}] {cell.name}: {_describe(out, cell, grid.metric)}", flush=True)
                 write_results_csv(out)
+                if publish is not None and status(out, cell) == "done":
+                    publish_cell(out, cell, publish)
+                    write_results_csv(publish)
     except KeyboardInterrupt:
         for process in running.values():
             process.terminate()
@@ -152,11 +172,22 @@ def run_cells(out: Path, grid: Grid, todo: list[Cell], jobs: int) -> None:
 
 
 def ablate(
-    grid_path: str, out: Optional[str] = None, jobs: int = 0, retry_failed: bool = False, dry_run: bool = False
+    grid_path: str,
+    out: Optional[str] = None,
+    jobs: int = 0,
+    retry_failed: bool = False,
+    dry_run: bool = False,
+    publish: Optional[str] = None,
 ) -> Path:
-    """Run what is missing of the grid, then write the results table, summary and plots."""
+    """Run what is missing of the grid, then write the results table, summary and plots.
+
+    ``publish``: a second folder (in a repository, say) that receives each finished cell's small files as it
+    lands, and the report at the end, while checkpoints and logs stay in ``out``."""
     grid = Grid.load(grid_path)
     out_dir = Path(out) if out else default_out(grid)
+    publish_dir = Path(publish) if publish else None
+    if publish_dir is not None and publish_dir.resolve() == out_dir.resolve():
+        raise ConfigError(f"--publish {publish} is the run folder itself: pass another folder, or leave it out")
     cells, skipped = grid.cells()
     reasons: dict[str, list[str]] = {}
     for cell, reason in skipped:
@@ -182,9 +213,16 @@ def ablate(
         shutil.copyfile(grid.path, out_dir / "grid.yaml")
         jobs = jobs or min(os.cpu_count() or 1, 8)
         start = time.time()
-        run_cells(out_dir, grid, todo, max(1, min(jobs, len(todo) or 1)))
+        run_cells(out_dir, grid, todo, max(1, min(jobs, len(todo) or 1)), publish_dir)
         if todo:
             print(f"ran {len(todo)} cell(s) in {time.time() - start:.0f} s")
         write_results_csv(out_dir)
         write_report(out_dir, grid.metric)
+        if publish_dir is not None:
+            for cell in cells:
+                if status(out_dir, cell) == "done":
+                    publish_cell(out_dir, cell, publish_dir)
+            shutil.copyfile(grid.path, publish_dir / "grid.yaml")
+            write_results_csv(publish_dir)
+            write_report(publish_dir, grid.metric)
     return out_dir

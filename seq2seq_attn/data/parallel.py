@@ -36,6 +36,10 @@ class ParallelDataModule(Seq2SeqDataModule):
         joint: one tokenizer and vocabulary for both sides (BPE), else one per side.
         max_length: training pairs with a side longer than this many tokens are dropped
             (validation and test keep every line: long sentences are the point).
+        train_max_words: training pairs with a side longer than this many words (whitespace-separated,
+            before subwords) are dropped too, as Bahdanau et al. trained RNNsearch-30 and -50 on sentences
+            of up to 30 and 50 words; the tokenizers still learn from every training pair, so models with
+            different caps share one vocabulary. Test buckets beyond it are marked as extrapolation.
         max_train: use only the first N training pairs (0 = all), e.g. for quick tests.
     """
 
@@ -55,6 +59,7 @@ class ParallelDataModule(Seq2SeqDataModule):
         joint: bool = False,
         lowercase: bool = False,
         max_length: PositiveInt = 80,
+        train_max_words: Optional[PositiveInt] = None,
         max_train: NonNegativeInt = 0,
         max_eval: NonNegativeInt = 0,
         batch_size: PositiveInt = 64,
@@ -78,6 +83,7 @@ class ParallelDataModule(Seq2SeqDataModule):
         self.splits = splits or {"train": "train", "val": "val", "test": "test"}
         self.langs = (src_lang, trg_lang)
         self.max_length, self.max_train, self.max_eval = max_length, max_train, max_eval
+        self.train_max_words = train_max_words
         self.text: dict[str, tuple[list[str], list[str]]] = {}
         src_train, trg_train = self._read("train")
         pairs = [(s, t) for s, t in zip(src_train, trg_train) if s.strip() and t.strip()]
@@ -112,7 +118,7 @@ class ParallelDataModule(Seq2SeqDataModule):
 
     @property
     def train_max_length(self) -> Optional[int]:
-        return None  # buckets are in source words; the training filter is in tokens
+        return self.train_max_words  # buckets count source words; max_length counts tokens, and says nothing here
 
     def _examples(self, src: list[str], trg: list[str], chunk: int = 2048) -> list[Example]:
         examples = []
@@ -132,10 +138,19 @@ class ParallelDataModule(Seq2SeqDataModule):
                 self.text[split] = self._read(split)
             examples = self._examples(*self.text[split])
             if split == "train":
-                examples = [e for e in examples if len(e.src) <= self.max_length and len(e.trg) <= self.max_length]
+                keep = self._short_enough(examples)
+                examples = [e for e, k in zip(examples, keep) if k]
             else:  # evaluation keeps every line; an empty source is decoded as one unknown token
                 examples = [e if e.src else Example([3], e.trg, None) for e in examples]
             self.datasets[split] = ExampleDataset(examples)
+
+    def _short_enough(self, examples: list[Example]) -> list[bool]:
+        """Which training pairs both caps keep: ``max_length`` tokens and ``train_max_words`` words a side."""
+        keep = [len(e.src) <= self.max_length and len(e.trg) <= self.max_length for e in examples]
+        if self.train_max_words is None:
+            return keep
+        words = [max(len(s.split()), len(t.split())) for s, t in zip(*self.text["train"])]
+        return [k and n <= self.train_max_words for k, n in zip(keep, words)]
 
     # -- for evaluation: raw references, detokenisation, source length in words --------
     def text_source(self) -> "ParallelDataModule":
