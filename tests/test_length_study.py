@@ -28,7 +28,8 @@ def fake_cell(out, name, overrides, quality: float, seed: int):
     write_jsonl_gz(folder / TRANSLATIONS, rows)
     write_json(folder / "cell.json", {"name": name, "overrides": overrides})
     write_json(folder / "result.json", {"overall": {"count": 240.0, "bleu": 1.0}, "buckets": [], "meta": {}})
-    history = [{"step": s, "epoch": 0, "seconds": 60.0 * s, "overall": {"bleu": s},
+    saturation = {"attn_saturated": 0.25 * seed, "score_range": 10.0 * seed}
+    history = [{"step": s, "epoch": 0, "seconds": 60.0 * s, "overall": {"bleu": s + (s == 2) * seed, **saturation},
                 "buckets": [{"bucket": "1-10", "lo": 1, "hi": 10, "bleu": 2.0 * s},
                             {"bucket": "41-50", "lo": 41, "hi": 50, "bleu": s / 2}]} for s in (1, 2, 3)]  # fmt: skip
     (folder / "val_history.jsonl").write_text("".join(json.dumps(h) + "\n" for h in history))
@@ -42,7 +43,8 @@ def test_the_report_of_a_length_study_has_intervals_tests_and_figures(tmp_path):
                   "seed_everything": seed}, 0.8, seed)  # fmt: skip
     write_results_csv(tmp_path)
     written = {p.name for p in write_report(tmp_path, "bleu")}
-    assert {"statistics.csv", "significance.csv", "length_curve.png", "training_gap.png"} <= written
+    figures = {"length_curve.png", "training_gap.png", "learning_curves.png"}
+    assert {"statistics.csv", "significance.csv", *figures} <= written
 
     stats = pd.read_csv(tmp_path / "statistics.csv")
     assert set(stats.metric) == {"bleu", "chrf"} and len(stats.cell.unique()) == 4
@@ -56,6 +58,9 @@ def test_the_report_of_a_length_study_has_intervals_tests_and_figures(tmp_path):
     assert (short.delta_b_minus_a == 0).all() and (short.p_value == 1.0).all()  # the same translations
     summary = (tmp_path / "summary.md").read_text()
     assert "95% bootstrap intervals" in summary and "Paired bootstrap tests" in summary and "(n.s.)" in summary
+    # dev: the last validation (update 3, BLEU 3) and the best (update 2: BLEU 2 + seed), with the saturation
+    assert "| bahdanau + additive | 1 | 3 | 3.0 | 3.0 (2) | 0.25 | 10.0 | - |" in summary
+    assert "| bahdanau + additive | 2 | 3 | 3.0 | 4.0 (2) | 0.50 | 20.0 | - |" in summary
 
 
 def test_alignment_is_drawn_against_each_flows_own_convention():

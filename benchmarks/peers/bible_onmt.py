@@ -14,9 +14,11 @@ test with beam 5 and Wu et al.'s length penalty α = 0.6; the pieces are joined 
 tokenizer and scored with sacreBLEU's defaults against the raw references, overall and per 10-word
 source bucket (:func:`seq2seq_attn.metrics.text_scores_by_bucket`), as our cells are.
 
-Writes ``val_history.jsonl`` (one line per checkpoint: step, dev BLEU and chrF overall and per bucket,
-OpenNMT-py's dev perplexity), ``test_results.json`` and ``test_translations.jsonl.gz`` (the files our
-statistics read) into ``--out``; the peer's own files (data, config, checkpoints, logs) stay in ``--work``.
+Writes a cell folder like our ablation cells' into ``--out``: ``cell.json``, ``result.json`` and
+``test_results.json`` (overall and per bucket), ``test_translations.jsonl.gz`` (what the statistics read) and
+``val_history.jsonl`` (one line per checkpoint: step, dev BLEU and chrF overall and per bucket, OpenNMT-py's
+dev perplexity), so ``seq2seq-attn report`` of the folder above it puts the peer in the tables, the
+intervals and the paired tests; the peer's own files (data, config, checkpoints, logs) stay in ``--work``.
 """
 
 import argparse
@@ -28,9 +30,11 @@ from collections import Counter
 from pathlib import Path
 
 from seq2seq_attn.data.parallel import ParallelDataModule
-from seq2seq_attn.metrics import DEFAULT_BUCKETS, sacrebleu_signature, text_scores, text_scores_by_bucket
+from seq2seq_attn.metrics import DEFAULT_BUCKETS, buckets, sacrebleu_signature, text_scores, text_scores_by_bucket
 from seq2seq_attn.results import append_jsonl, environment_info, write_json, write_jsonl_gz
 
+CELL = "system=opennmt-py__flow=luong__attention=general__input_feed=true"
+OVERRIDES = {"system": "opennmt-py", "model.flow": "luong", "model.attention": "general", "model.input_feed": True}
 CONFIG = """# OpenNMT-py 3.5.1, written by benchmarks/peers/bible_onmt.py
 save_data: {work}/run/data
 save_model: {work}/run/model
@@ -126,14 +130,18 @@ def score(data: ParallelDataModule, split: str, output: Path) -> tuple[dict, dic
 
 
 def bucket_rows(by_bucket: dict) -> list[dict]:
-    return [{"bucket": label, **values} for label, values in by_bucket.items()]
+    """Per-bucket scores as our cells' rows: label, bounds, count, metrics."""
+    bounds = {b.label: b for b in buckets(DEFAULT_BUCKETS)}
+    return [{"bucket": label, "lo": bounds[label].lo, "hi": bounds[label].hi, **values}
+            for label, values in by_bucket.items()]  # fmt: skip
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--work", required=True, help="the peer's own files (outside the repository)")
     parser.add_argument("--onmt", required=True, help="the bin folder of a venv with OpenNMT-py 3.5.1")
-    parser.add_argument("--out", default="docs/results/bible_en_es_attention/onmt_general")
+    parser.add_argument("--out", default=f"docs/results/bible_en_es_attention/cells/{CELL}",
+                        help="a cell folder of an ablation's published results: its report includes the peer")
     parser.add_argument("--steps", type=int, default=1600)
     parser.add_argument("--every", type=int, default=200)
     parser.add_argument("--seed", type=int, default=1)
@@ -164,8 +172,12 @@ def main() -> None:
     overall, by_bucket, rows = score(data, "test", hyp)
     meta = {"system": "OpenNMT-py 3.5.1", "attention": "general", "flow": "luong", "input_feed": True,
             "checkpoint_step": best, "beam_size": 5, "alpha": 0.6, "sacrebleu": sacrebleu_signature()}  # fmt: skip
-    results = {"meta": meta, "overall": overall, "buckets": bucket_rows(by_bucket)}
-    write_json(out / "test_results.json", {**results, "fit_seconds": round(train_seconds, 1)})
+    results = {"meta": meta, "overall": {"count": float(len(rows)), **overall}, "buckets": bucket_rows(by_bucket)}
+    write_json(out / "test_results.json", results)
+    training = {"fit_seconds": round(train_seconds, 1), "steps": args.steps, "stopped_by": "trainer.max_steps",
+                "stopped_short": None, "hit_cap": None, "best_step": best, "precision": "32-true"}  # fmt: skip
+    write_json(out / "result.json", {**results, **training})
+    write_json(out / "cell.json", {"name": CELL, "overrides": OVERRIDES})
     write_jsonl_gz(out / "test_translations.jsonl.gz", rows)
     write_json(out / "environment.json", environment_info())
     (out / "onmt_general.yaml").write_text(config.read_text().replace(str(work), "PEER_DIR"))

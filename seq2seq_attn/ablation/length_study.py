@@ -11,6 +11,7 @@ without checkpoints, :func:`write_length_study` writes into the ablation folder:
   spanning the seeds' 95% intervals: the look of Bahdanau et al.'s Fig. 2;
 - ``training_gap.png``: BLEU per length bucket at every validation, for the bottleneck and the
   attention models: how the gap between short and long sentences opens during training;
+- ``learning_curves.png``: dev BLEU and the share of saturated attention rows at every validation;
 
 and returns the markdown tables for ``summary.md``.
 """
@@ -24,7 +25,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from seq2seq_attn.metrics import DEFAULT_BUCKETS, bucket_index, buckets, title
+from seq2seq_attn.metrics import DEFAULT_BUCKETS, SATURATED, bucket_index, buckets, title
 from seq2seq_attn.results import TRANSLATIONS, read_jsonl_gz, write_csv
 from seq2seq_attn.stats import bootstrap_interval, mean_std, paired_bootstrap, sentence_statistics, text_scorer
 
@@ -153,11 +154,7 @@ def plot_training_gap(out: Path, cells: pd.DataFrame, path: Path, metric: str = 
     import matplotlib.pyplot as plt
 
     firsts = cells.sort_values("seed").drop_duplicates("model")
-    histories = {}
-    for _, row in firsts.iterrows():
-        file = out / "cells" / row.cell / "val_history.jsonl"
-        if file.is_file():
-            histories[row.model] = [json.loads(line) for line in file.read_text().splitlines() if line.strip()]
+    histories = {row.model: read_history(out / "cells" / row.cell) for _, row in firsts.iterrows()}
     histories = {m: h for m, h in histories.items() if h}
     if not histories:
         return None
@@ -187,6 +184,67 @@ def plot_training_gap(out: Path, cells: pd.DataFrame, path: Path, metric: str = 
     return path
 
 
+def read_history(folder: Path) -> list[dict]:
+    """A cell's validations, in order (``val_history.jsonl``; empty when it has none)."""
+    file = folder / "val_history.jsonl"
+    return [json.loads(line) for line in file.read_text().splitlines() if line.strip()] if file.is_file() else []
+
+
+def _fmt(value: Optional[float], digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def dev_table(out: Path, cells: pd.DataFrame, metric: str = "bleu") -> str:
+    """Markdown: per cell, the dev score at its last validation and at its best one, and how saturated its
+    attention was at the last validation (overall; per head for multi-head models)."""
+    lines = ["| model | seed | updates | dev BLEU (last) | best dev BLEU (at update) | rows > 0.99 | median score "
+             "range (nats) | per head: rows > 0.99 / range |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    for _, cell in cells.sort_values(["model", "seed"], key=lambda c: c.astype(str)).iterrows():
+        history = [h for h in read_history(out / "cells" / cell.cell) if metric in h["overall"]]
+        if not history:
+            continue
+        last, best = history[-1]["overall"], max(history, key=lambda h: h["overall"][metric])
+        heads = sorted(k for k in last if k.startswith("attn_saturated_h"))
+        per_head = ", ".join(f"{last[k]:.2f} / {last[k.replace('attn_saturated', 'score_range')]:.0f}" for k in heads)
+        lines.append(f"| {cell.model} | {cell.seed} | {history[-1]['step']:,} | {last[metric]:.1f} | "
+                     f"{best['overall'][metric]:.1f} ({best['step']:,}) | {_fmt(last.get('attn_saturated'), 2)} | "
+                     f"{_fmt(last.get('score_range'))} | {per_head or '-'} |")  # fmt: skip
+    return "\n".join(lines) if len(lines) > 2 else ""
+
+
+def plot_learning_curves(out: Path, cells: pd.DataFrame, path: Path, metric: str = "bleu") -> Optional[Path]:
+    """Dev score and the share of saturated attention rows against updates, one line per cell."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    histories = {(c.model, c.seed): read_history(out / "cells" / c.cell) for _, c in cells.iterrows()}
+    histories = {k: h for k, h in histories.items() if h}
+    if not histories:
+        return None
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.4))
+    for (model, seed), history in sorted(histories.items(), key=lambda kv: (kv[0][0].startswith("none"), kv[0])):
+        style = dict(ls="--", color="black") if model.startswith("none") else {}
+        label = f"{model} (seed {seed})"
+        points = [(h["step"], h["overall"][metric]) for h in history if metric in h["overall"]]
+        line = axes[0].plot(*zip(*points), marker=".", label=label, **style)[0] if points else None
+        sat = [(h["step"], h["overall"]["attn_saturated"]) for h in history if "attn_saturated" in h["overall"]]
+        if sat and line is not None:
+            axes[1].plot(*zip(*sat), marker=".", color=line.get_color(), ls=line.get_linestyle())
+    axes[0].set_ylabel(f"dev {title(metric)} (greedy)")
+    axes[1].set_ylabel(f"attention rows with a weight above {SATURATED}")
+    for ax in axes:
+        ax.set_xlabel("updates")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=6)
+    fig.suptitle("learning curves on dev: quality, and how much of the attention has stopped learning", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
 def write_length_study(out: Path, df: pd.DataFrame, edges: Sequence[int] = DEFAULT_BUCKETS) -> tuple[list[Path], str]:
     """The files listed in the module docstring, and the markdown for ``summary.md`` ('' without translations)."""
     cells = _cell_models(df)
@@ -206,12 +264,19 @@ def write_length_study(out: Path, df: pd.DataFrame, edges: Sequence[int] = DEFAU
     if not sig.empty:
         written.append(write_csv(out / "significance.csv", sig.to_dict("records"), list(sig.columns)))
     gap = plot_training_gap(out, cells, out / "training_gap.png")
-    written += [gap] if gap else []
+    curves = plot_learning_curves(out, cells, out / "learning_curves.png")
+    written += [p for p in (gap, curves) if p]
     parts = ["", "## Test BLEU and chrF per source length, with 95% bootstrap intervals", "",
              "Mean ± std over seeds, then [the lowest lower and highest upper bound of the seeds' 95% intervals]"
              " (1,000 seeded bootstrap resamples of the test sentences); bucket sizes in brackets."]  # fmt: skip
     for metric in TEXT_METRICS:
         parts += ["", f"### {title(metric)}", "", _table(stats, metric)]
+    dev = dev_table(out, cells)
+    if dev:
+        parts += ["", "## Dev: the last and the best validation, and the attention's saturation", "",
+                  "Greedy decoding of the dev split; rows > 0.99: the share of attention rows (target steps with "
+                  "at least two source positions) whose largest weight is above 0.99; score range: the median of "
+                  "the largest minus the smallest energy of a row.", "", dev]  # fmt: skip
     if not sig.empty:
         parts += ["", "### Paired bootstrap tests (BLEU)", "",
                   "Difference B − A (mean over seeds) and the largest p-value over seeds; n.s. = p ≥ 0.05.", "",
