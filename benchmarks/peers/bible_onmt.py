@@ -155,7 +155,7 @@ def main() -> None:
     config = work / "onmt_general.yaml"
     config.write_text(CONFIG.format(work=work, seed=args.seed, steps=args.steps, every=args.every))
     train_seconds = run([str(onmt / "onmt_train"), "-config", str(config)], work / "run" / "stdout.log")
-    log = (work / "run" / "train.log").read_text()
+    log = (work / "run" / "stdout.log").read_text()  # its log_file stops before training; the console has it all
     steps = range(args.every, args.steps + 1, args.every)  # it validates once every `every` updates, in order
     perplexity = dict(zip(steps, map(float, re.findall(r"Validation perplexity: ([\d.]+)", log))))
     (out / "val_history.jsonl").unlink(missing_ok=True)
