@@ -59,6 +59,7 @@ def worker(configs: list[str], model_name: str, precision: str, steps: int, warm
     from seq2seq_attn.precision import bf16_weights
 
     configure()
+    sys.argv = sys.argv[:1]  # the configs go to the CLI as args; LightningCLI would also read the worker's flags
     flow, attention = model_name.split("/")
     args = [a for c in configs for a in ("--config", c)] + ["--model.flow", flow, "--model.attention", attention]
     cli = make_cli([*args, "--trainer.logger", "false"], run=False)
