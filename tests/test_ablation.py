@@ -267,7 +267,8 @@ def test_a_cell_killed_midway_continues_from_its_last_checkpoint_to_the_same_res
     import torch
 
     fixed = {**TINY, "trainer.max_epochs": 4, "model.dropout": 0.2, "last_checkpoint.every_n_steps": 1,
-             "data.init_args.val_size": 64, "trainer.deterministic": True}  # fmt: skip
+             "data.init_args.val_size": 64, "trainer.deterministic": True,
+             "trainer.max_time": "00:01:00:00"}  # fmt: skip
     env = {"PYTHONPATH": str(ROOT / "tests"), "OMP_NUM_THREADS": "1"}
 
     def run(out: Path, grid: Path) -> subprocess.CompletedProcess:
@@ -289,6 +290,7 @@ def test_a_cell_killed_midway_continues_from_its_last_checkpoint_to_the_same_res
     uninterrupted = json.loads((tmp_path / "plain" / "cells" / "seed_everything=3" / "result.json").read_text())
     assert resumed["steps"] == uninterrupted["steps"] == 8
     assert resumed["overall"] == uninterrupted["overall"] and resumed["buckets"] == uninterrupted["buckets"]
+    assert resumed["train_seconds"] > resumed["fit_seconds"]  # both attempts count, not only the resumed one
 
 
 def test_runs_root_and_publish_keep_checkpoints_out_of_the_published_folder(tmp_path, monkeypatch):

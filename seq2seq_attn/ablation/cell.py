@@ -62,6 +62,15 @@ def shortfall(trainer, stopped_by: str) -> tuple[Optional[str], Optional[str]]:
     return f"stopped at update {done} of {target} by {why}", None
 
 
+def training_seconds(trainer, fit_seconds: float) -> float:
+    """Seconds of fit over all attempts: the time cap's Timer carries them through checkpoints (a resumed
+    cell's own fit_seconds count only its last attempt); without a time cap, this attempt's."""
+    from pytorch_lightning.callbacks import Timer
+
+    timers = [c for c in trainer.callbacks if isinstance(c, Timer)]
+    return timers[0].time_elapsed("train") if timers else fit_seconds
+
+
 def logger_args(cell_dir: Path) -> list[str]:
     """A CSV logger writing into the cell folder, so metrics and checkpoints land there."""
     csv_logger = logger_in_folder({"class_path": "seq2seq_attn.loggers.CSVLogger"}, cell_dir)
@@ -78,7 +87,8 @@ def run(cell_dir: Path, args: list[str]) -> dict:
     cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=last if last.is_file() else None)
     fit_seconds = time.time() - start
     stopped_by = why_stopped(cli.trainer)  # before test, which restores the best checkpoint's state
-    training = {"epochs": cli.trainer.current_epoch, "steps": cli.trainer.global_step, "stopped_by": stopped_by}
+    training = {"epochs": cli.trainer.current_epoch, "steps": cli.trainer.global_step, "stopped_by": stopped_by,
+                "train_seconds": round(training_seconds(cli.trainer, fit_seconds), 1)}  # fmt: skip
     training["stopped_short"], training["hit_cap"] = shortfall(cli.trainer, stopped_by)
     # a cell whose fit had already finished when it was killed (before testing) resumes with nothing to do,
     # and Lightning then restores no callback state: its best.ckpt is still the one to test

@@ -204,9 +204,9 @@ def convergence_table(out: Path) -> str:
         result = json.loads(path.read_text())
         if result.get("stopped_by") is None:
             continue  # a cell from before these fields were recorded
-        best = result.get("best_step")
-        cells = [f"`{path.parent.name}`", result["stopped_by"], f"{result['steps']:,}", "-" if best is None else
-                 f"{best:,}", f"{result['fit_seconds'] / 60:.0f}", result.get("precision", "-")]  # fmt: skip
+        best, minutes = result.get("best_step"), result.get("train_seconds", result["fit_seconds"]) / 60
+        cells = [f"`{path.parent.name}`", result["stopped_by"], f"{result['steps']:,}",
+                 "-" if best is None else f"{best:,}", f"{minutes:.0f}", result.get("precision", "-")]  # fmt: skip
         rows.append("| " + " | ".join(cells) + " |")
     if not rows:
         return ""
