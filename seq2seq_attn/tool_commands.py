@@ -16,6 +16,8 @@ def ablate_command(argv: list[str]) -> None:
     parser.add_argument("grid", help="grid file, e.g. experiments/ablations/toy_reverse.yaml")
     parser.add_argument("--out", help="run folder (default: $S2S_RUNS_ROOT/ablations/<grid name>, else runs/...)")
     parser.add_argument("--publish", metavar="DIR", help="copy each finished cell's small files here as it lands")
+    parser.add_argument("--set", metavar="KEY=VALUE", action="append", default=[],
+                        help="a setting for every cell beside the grid's fixed ones, e.g. trainer.accelerator=gpu")
     parser.add_argument("--jobs", type=int, default=0, help="cells run in parallel (default: cores, at most 8)")
     parser.add_argument("--retry-failed", action="store_true", help="run cells that failed before again")
     parser.add_argument("--dry-run", action="store_true", help="list the cells that would run, run nothing")
@@ -31,7 +33,20 @@ def ablate_command(argv: list[str]) -> None:
         grid = Grid.load(args.grid)
         emit_sweep(grid, args.emit_sweep, Path(args.out) if args.out else default_out(grid))
         return
-    ablate(args.grid, args.out, args.jobs, args.retry_failed, args.dry_run, args.publish)
+    ablate(args.grid, args.out, args.jobs, args.retry_failed, args.dry_run, args.publish, _settings(args.set))
+
+
+def _settings(pairs: list[str]) -> dict:
+    """``["trainer.accelerator=gpu", "trainer.devices=1"]`` -> their keys and YAML-read values."""
+    import yaml
+
+    settings = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set takes KEY=VALUE, e.g. --set trainer.accelerator=gpu, not {pair!r}")
+        settings[key.strip()] = yaml.safe_load(value)
+    return settings
 
 
 def cell_command(argv: list[str]) -> None:

@@ -307,3 +307,15 @@ def test_runs_root_and_publish_keep_checkpoints_out_of_the_published_folder(tmp_
     assert (tmp_path / "docs" / "summary.md").read_text() == (out / "summary.md").read_text()
     with pytest.raises(ConfigError, match="is the run folder itself"):
         ablate(str(grid), str(out), jobs=1, publish=str(out))
+
+
+def test_set_adds_a_setting_to_every_cell_without_renaming_them(tmp_path, capsys):
+    grid = write_grid(tmp_path, {"model.attention": ["dot"]})
+    main(["ablate", str(grid), "--out", str(tmp_path / "out"), "--set", "model.lr=0.01", "--set",
+          "trainer.max_epochs=2"])  # fmt: skip
+    cell = tmp_path / "out" / "cells" / "attention=dot"
+    config = yaml.safe_load((cell / "config.yaml").read_text())
+    assert config["model"]["lr"] == 0.01 and json.loads((cell / "result.json").read_text())["steps"] == 4  # 2 a epoch
+    with pytest.raises(SystemExit) as stop:
+        main(["ablate", str(grid), "--out", str(tmp_path / "out"), "--set", "trainer.max_steps"])
+    assert stop.value.code == 2 and "--set takes KEY=VALUE" in capsys.readouterr().err

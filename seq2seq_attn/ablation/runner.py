@@ -178,12 +178,16 @@ def ablate(
     retry_failed: bool = False,
     dry_run: bool = False,
     publish: Optional[str] = None,
+    settings: Optional[dict] = None,
 ) -> Path:
     """Run what is missing of the grid, then write the results table, summary and plots.
 
     ``publish``: a second folder (in a repository, say) that receives each finished cell's small files as it
-    lands, and the report at the end, while checkpoints and logs stay in ``out``."""
+    lands, and the report at the end, while checkpoints and logs stay in ``out``. ``settings``: overrides
+    for every cell on top of the grid's ``fixed`` (``{"trainer.accelerator": "gpu"}`` runs the same cells on a
+    GPU); like ``fixed`` they are not part of the cells' names, and each cell's config.yaml records them."""
     grid = Grid.load(grid_path)
+    grid.fixed.update(settings or {})
     out_dir = Path(out) if out else default_out(grid)
     publish_dir = Path(publish) if publish else None
     if publish_dir is not None and publish_dir.resolve() == out_dir.resolve():
