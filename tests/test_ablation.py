@@ -315,7 +315,7 @@ def test_set_adds_a_setting_to_every_cell_without_renaming_them(tmp_path, capsys
           "trainer.max_epochs=2"])  # fmt: skip
     cell = tmp_path / "out" / "cells" / "attention=dot"
     config = yaml.safe_load((cell / "config.yaml").read_text())
-    assert config["model"]["lr"] == 0.01 and json.loads((cell / "result.json").read_text())["steps"] == 4  # 2 a epoch
+    assert config["model"]["lr"] == 0.01 and json.loads((cell / "result.json").read_text())["steps"] == 4  # 2 an epoch
     with pytest.raises(SystemExit) as stop:
         main(["ablate", str(grid), "--out", str(tmp_path / "out"), "--set", "trainer.max_steps"])
     assert stop.value.code == 2 and "--set takes KEY=VALUE" in capsys.readouterr().err
