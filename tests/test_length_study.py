@@ -77,3 +77,17 @@ def test_alignment_is_drawn_against_each_flows_own_convention():
     own = with_own_alignment(df)
     flow_rows = own[own.metric == "align_flow"].set_index("cell")["value"]
     assert flow_rows.to_dict() == {"b": 0.98, "l": 0.99}
+
+
+def test_training_caps_come_from_the_extrapolation_flags(tmp_path):
+    from seq2seq_attn.ablation.length_study import plot_length_curve, training_caps
+
+    rows = [{"model": m, "bucket": b, "lo": lo, "extrapolation": lo > cap, "metric": "bleu", "value": 1.0}
+            for m, cap in (("rnnsearch, train_max_words=30", 30), ("rnnsearch, train_max_words=50", 50))
+            for b, lo in (("all", None), ("21-30", 21), ("31-40", 31), ("51-60", 51))]  # fmt: skip
+    rows += [{"model": "uncapped", "bucket": "31-40", "lo": 31, "extrapolation": False, "metric": "bleu", "value": 1}]
+    caps = training_caps(pd.DataFrame(rows))
+    assert caps == {"rnnsearch, train_max_words=30": 30, "rnnsearch, train_max_words=50": 50}
+    stats = pd.DataFrame([{"model": r["model"], "bucket": r["bucket"], "lo": r["lo"], "metric": "bleu", "score": 10.0,
+                           "ci_low": 9.0, "ci_high": 11.0} for r in rows if r["bucket"] != "all"])  # fmt: skip
+    assert plot_length_curve(stats, tmp_path / "curve.png", caps=caps).stat().st_size > 0

@@ -120,12 +120,22 @@ def _significance_table(sig: pd.DataFrame, metric: str) -> str:
     return "\n".join(lines)
 
 
-def plot_length_curve(stats: pd.DataFrame, path: Path, metric: str = "bleu") -> Path:
+def training_caps(df: pd.DataFrame) -> dict[str, int]:
+    """Per model, the longest training sentence in bucket units where the cells record one (the buckets
+    from which on results.csv flags extrapolation, less one); models without a cap are left out."""
+    flagged = df[(df.extrapolation.astype(str).str.lower() == "true") & (df.bucket != ALL)]
+    return {model: int(rows.lo.min()) - 1 for model, rows in flagged.groupby("model")}
+
+
+def plot_length_curve(stats: pd.DataFrame, path: Path, metric: str = "bleu", caps: Optional[dict] = None) -> Path:
+    """BLEU per bucket, a line per model; with ``caps`` (:func:`training_caps`), the buckets beyond a model's
+    training cap are drawn with open markers, and each cap is a vertical line."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    caps = caps or {}
     part = stats[(stats.metric == metric) & (stats.bucket != ALL)]
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
     for model in sorted(part.model.unique(), key=lambda m: (m.startswith("none"), m)):
@@ -135,7 +145,13 @@ def plot_length_curve(stats: pd.DataFrame, path: Path, metric: str = "bleu") -> 
         style = dict(ls="--", color="black") if model.startswith("none") else {}
         line = ax.plot(x, by_bucket.score, marker="o", ms=3, label=model, **style)[0]
         ax.fill_between(x, by_bucket.low, by_bucket.high, alpha=0.15, color=line.get_color())
-    ax.set_xlabel("source sentence length (words; the middle of each 10-word bucket)")
+        beyond = by_bucket.index.to_numpy() > caps.get(model, float("inf"))
+        if beyond.any():  # beyond the longest training sentence: open markers
+            ax.plot(x[beyond], by_bucket.score[beyond], "o", ms=6, mfc="white", color=line.get_color())
+    for cap in sorted(set(caps.values())):
+        ax.axvline(cap + 0.5, color="grey", ls=":", lw=1)
+        ax.text(cap + 1, ax.get_ylim()[1], f" trained on ≤ {cap} words", fontsize=7, color="grey", va="top")
+    ax.set_xlabel("source sentence length (words; the middle of each 10-word bucket; open: beyond the training cap)")
     ax.set_ylabel(f"{title(metric)} (test)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
@@ -259,7 +275,7 @@ def write_length_study(out: Path, df: pd.DataFrame, edges: Sequence[int] = DEFAU
     sig = pd.DataFrame(significance(cells, saved, edges))
     written = [
         write_csv(out / "statistics.csv", rows, list(rows[0])),
-        plot_length_curve(stats, out / "length_curve.png"),
+        plot_length_curve(stats, out / "length_curve.png", caps=training_caps(df)),
     ]
     if not sig.empty:
         written.append(write_csv(out / "significance.csv", sig.to_dict("records"), list(sig.columns)))
