@@ -82,7 +82,7 @@ def test_alignment_is_drawn_against_each_flows_own_convention():
 def test_training_caps_come_from_the_extrapolation_flags(tmp_path):
     from seq2seq_attn.ablation.length_study import plot_length_curve, training_caps
 
-    rows = [{"model": m, "bucket": b, "lo": lo, "extrapolation": lo > cap, "metric": "bleu", "value": 1.0}
+    rows = [{"model": m, "bucket": b, "lo": lo, "extrapolation": (lo or 0) > cap, "metric": "bleu", "value": 1.0}
             for m, cap in (("rnnsearch, train_max_words=30", 30), ("rnnsearch, train_max_words=50", 50))
             for b, lo in (("all", None), ("21-30", 21), ("31-40", 31), ("51-60", 51))]  # fmt: skip
     rows += [{"model": "uncapped", "bucket": "31-40", "lo": 31, "extrapolation": False, "metric": "bleu", "value": 1}]
