@@ -5,13 +5,17 @@ matches and lengths for BLEU, character and word n-gram counts for chrF): a resa
 computed from the sum of its sentences' statistics, exactly as sacreBLEU scores a corpus, without
 re-reading any text. The resampling is our own, seeded, vectorised over resamples:
 
-- :func:`bootstrap_interval`: the score with a percentile interval (Efron's bootstrap; Koehn 2004).
+- :func:`bootstrap_interval`: the score with a percentile interval (Efron's bootstrap; Koehn 2004): the
+  resamples sacreBLEU draws for the same seed (``numpy.random.default_rng(seed)``, 1,000 resamples) and the
+  order statistics its ``estimate_ci`` reads (for 95%, the 25th and the 975th of 1,000), so its half-width
+  is the ``± ci`` that ``sacrebleu --confidence`` prints (tested equal).
 - :func:`paired_bootstrap`: Koehn's (2004) paired bootstrap resampling test, as sacreBLEU's
   ``--paired-bs`` does it: both systems are scored on the same resamples, the absolute
   differences are centred on their mean (the null hypothesis of no difference), and the p-value
   is the share of resamples whose centred difference reaches the observed one, with +1 smoothing.
   (sacreBLEU counts only those that exceed it, which gives two identical systems p = 1/(R+1);
-  counting ties gives them p = 1.)
+  counting ties gives them p = 1. With no tie, which different systems practically never have, the
+  p-value is sacreBLEU's on the same seed: tested equal.)
 
 The scorers take the column sums of the statistics, so the same resampling serves any metric
 that is a function of summed per-sentence statistics (a mean is the simplest; tests use it).
@@ -70,11 +74,10 @@ def bootstrap_interval(
     n = len(stats)
     if n == 0:
         return Interval(float("nan"), float("nan"), float("nan"))
-    index = np.random.default_rng(seed).integers(0, n, size=(resamples, n))  # (R, N)
-    scores = _resample_scores(score, stats, index)
-    tail = 100 * (1 - level) / 2
-    low, high = np.percentile(scores, [tail, 100 - tail])
-    return Interval(score(stats.sum(0)), float(low), float(high))
+    index = np.random.default_rng(seed).integers(0, n, size=(resamples, n))  # (R, N) sacreBLEU's draws
+    scores = np.sort(_resample_scores(score, stats, index))  # (R,)
+    tail = int(resamples * (1 - level) / 2)  # sacreBLEU's order statistics: for 95%, the R/40-th from each end
+    return Interval(score(stats.sum(0)), float(scores[tail]), float(scores[resamples - tail - 1]))
 
 
 class PairedResult(NamedTuple):

@@ -81,3 +81,24 @@ def test_unknown_metric_and_unpaired_inputs_are_refused():
         text_scorer("ter")
     with pytest.raises(ValueError, match="same sentences"):
         paired_bootstrap(mean_of, bernoulli(3, 0.5, 0), bernoulli(4, 0.5, 0))
+
+
+def test_interval_and_paired_test_give_sacrebleus_numbers_for_the_same_seed_and_resamples():
+    from sacrebleu.significance import PairedTest
+
+    refs = sentences(0, 200)
+    baseline = [r if i % 3 else sentences(7, 1)[0] for i, r in enumerate(refs)]  # 2 of 3 sentences exact
+    system = [r if i % 2 else sentences(8, 1)[0] for i, r in enumerate(refs)]  # 1 of 2 exact
+    test = PairedTest([("baseline", baseline), ("system", system)], {"BLEU": BLEU()}, [refs], test_type="bs",
+                      n_samples=1000)  # fmt: skip
+    _, results = test()
+    sacre_baseline, sacre_system = results["BLEU"]
+    score = text_scorer("bleu")
+    stats_baseline, stats_system = (sentence_statistics("bleu", h, refs) for h in (baseline, system))
+    interval = bootstrap_interval(score, stats_baseline, resamples=1000, seed=12345)
+    assert interval.score == pytest.approx(sacre_baseline.score, abs=1e-9)
+    # sacreBLEU's ± ci, to float32 precision (it sums the statistics in float32; the resamples are the same)
+    assert (interval.high - interval.low) / 2 == pytest.approx(sacre_baseline.ci, rel=1e-6)
+    paired = paired_bootstrap(score, stats_system, stats_baseline, resamples=1000, seed=12345)
+    assert paired.delta == pytest.approx(sacre_system.score - sacre_baseline.score, abs=1e-9)
+    assert paired.p_value == sacre_system.p_value and 0.001 < paired.p_value < 1
