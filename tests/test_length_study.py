@@ -80,7 +80,7 @@ def test_alignment_is_drawn_against_each_flows_own_convention():
 
 
 def test_training_caps_come_from_the_extrapolation_flags(tmp_path):
-    from seq2seq_attn.ablation.length_study import plot_length_curve, training_caps
+    from seq2seq_attn.ablation.length_study import plot_length_curve, ratio_table, training_caps
 
     rows = [{"model": m, "bucket": b, "lo": lo, "extrapolation": (lo or 0) > cap, "metric": "bleu", "value": 1.0}
             for m, cap in (("rnnsearch, train_max_words=30", 30), ("rnnsearch, train_max_words=50", 50))
@@ -91,3 +91,8 @@ def test_training_caps_come_from_the_extrapolation_flags(tmp_path):
     stats = pd.DataFrame([{"model": r["model"], "bucket": r["bucket"], "lo": r["lo"], "metric": "bleu", "score": 10.0,
                            "ci_low": 9.0, "ci_high": 11.0} for r in rows if r["bucket"] != "all"])  # fmt: skip
     assert plot_length_curve(stats, tmp_path / "curve.png", caps=caps).stat().st_size > 0
+    stats.loc[stats.bucket == "31-40", "score"] = 4.0  # 0.4x the 21-30 bucket's 10
+    table = ratio_table(stats, caps, reference="21-30")
+    assert "| rnnsearch, train_max_words=30 | 1.00× | 0.40× † | 1.00× † |" in table
+    assert "| rnnsearch, train_max_words=50 | 1.00× | 0.40× | 1.00× † |" in table
+    assert "| uncapped | - | 0.40× | - |" not in table and "| uncapped | - | - | - |" in table  # no 21-30 bucket

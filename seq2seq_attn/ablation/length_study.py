@@ -127,6 +127,28 @@ def training_caps(df: pd.DataFrame) -> dict[str, int]:
     return {model: int(rows.lo.min()) - 1 for model, rows in flagged.groupby("model")}
 
 
+def ratio_table(stats: pd.DataFrame, caps: dict[str, int], reference: str = "11-20", metric: str = "bleu") -> str:
+    """Markdown: per model, each bucket's score (mean over seeds) as a multiple of its ``reference`` bucket's,
+    the question of Bahdanau et al.'s Fig. 2; † marks the buckets beyond the model's training cap."""
+    part = stats[(stats.metric == metric) & (stats.bucket != ALL)]
+    if reference not in set(part.bucket):
+        return ""
+    order = part.sort_values("lo").bucket.drop_duplicates().tolist()
+    lines = ["| model | " + " | ".join(order) + " |", "|" + "---|" * (len(order) + 1)]
+    for model in sorted(part.model.unique(), key=lambda m: (m.startswith("none"), m)):
+        means = part[part.model == model].groupby("bucket").agg(score=("score", "mean"), lo=("lo", "first"))
+        base = means.score.get(reference)
+        cells = []
+        for bucket in order:
+            if bucket not in means.index or not base:
+                cells.append("-")
+                continue
+            mark = " †" if means.lo[bucket] > caps.get(model, float("inf")) else ""
+            cells.append(f"{means.score[bucket] / base:.2f}×{mark}")
+        lines.append(f"| {model} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def plot_length_curve(stats: pd.DataFrame, path: Path, metric: str = "bleu", caps: Optional[dict] = None) -> Path:
     """BLEU per bucket, a line per model; with ``caps`` (:func:`training_caps`), the buckets beyond a model's
     training cap are drawn with open markers, and each cap is a vertical line."""
@@ -273,9 +295,10 @@ def write_length_study(out: Path, df: pd.DataFrame, edges: Sequence[int] = DEFAU
         rows += [{"cell": cell.cell, "model": cell.model, "seed": cell.seed, **r} for r in stats]
     stats = pd.DataFrame(rows)
     sig = pd.DataFrame(significance(cells, saved, edges))
+    caps = training_caps(df)
     written = [
         write_csv(out / "statistics.csv", rows, list(rows[0])),
-        plot_length_curve(stats, out / "length_curve.png", caps=training_caps(df)),
+        plot_length_curve(stats, out / "length_curve.png", caps=caps),
     ]
     if not sig.empty:
         written.append(write_csv(out / "significance.csv", sig.to_dict("records"), list(sig.columns)))
@@ -287,6 +310,10 @@ def write_length_study(out: Path, df: pd.DataFrame, edges: Sequence[int] = DEFAU
              " (1,000 seeded bootstrap resamples of the test sentences); bucket sizes in brackets."]  # fmt: skip
     for metric in TEXT_METRICS:
         parts += ["", f"### {title(metric)}", "", _table(stats, metric)]
+    ratios = ratio_table(stats, caps)
+    if ratios:
+        parts += ["", "### Test BLEU per bucket as a multiple of the model's 11-20-word BLEU", "",
+                  "Mean over seeds; † beyond the longest training sentence.", "", ratios]  # fmt: skip
     dev = dev_table(out, cells)
     if dev:
         parts += ["", "## Dev: the last and the best validation, and the attention's saturation", "",
