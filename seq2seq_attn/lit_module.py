@@ -231,10 +231,11 @@ class Seq2SeqLitModule(pl.LightningModule):
 
     def load_state_dict(self, state_dict: dict[str, Any], strict: bool = True, assign: bool = False) -> Any:
         """nn.Module's, after a one-line error for weights this code no longer reads with the same function."""
-        if any(key.endswith("attention.bilinear") for key in state_dict):
+        scaled = [key for key in self.state_dict() if key.endswith("attention.head_scale")]
+        if any(key.endswith("attention.bilinear") for key in state_dict) or not set(scaled) <= state_dict.keys():
             raise ConfigError(
-                "checkpoint has per-head bilinear weights (attention.bilinear) from multi-head attention that "
-                "scored without the 1/sqrt(d_h) scale; its heads now score q_iᵀ k_i / sqrt(d_h): train the model again"
+                "checkpoint has multi-head attention that scored without the 1/sqrt(d_h) scale (general: with "
+                "per-head bilinear weights); its heads now score q_iᵀ k_i / sqrt(d_h): train the model again"
             )
         return super().load_state_dict(state_dict, strict=strict, assign=assign)
 

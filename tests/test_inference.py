@@ -48,13 +48,19 @@ def test_missing_or_foreign_checkpoints_fail_in_one_line(tmp_path):
         load_model(tmp_path / "junk.ckpt")
 
 
-def test_a_checkpoint_of_heads_with_their_own_bilinear_weights_fails_in_one_line(tmp_path):
-    module = save_checkpoint(tmp_path / "m.ckpt", attention="general", flow="luong", heads=2)
+@pytest.mark.parametrize("attention", ["general", "dot"])
+def test_a_checkpoint_of_unscaled_heads_fails_in_one_line(tmp_path, attention):
+    """Heads saved before they were scaled: no head_scale (and, for general, a per-head W_i)."""
+    module = save_checkpoint(tmp_path / "m.ckpt", attention=attention, flow="luong", heads=2)
     checkpoint = torch.load(tmp_path / "m.ckpt", weights_only=True)
-    checkpoint["state_dict"]["model.decoder.attention.bilinear"] = torch.eye(4).repeat(2, 1, 1)  # W_i per head
+    scale = checkpoint["state_dict"].pop("model.decoder.attention.head_scale")
+    assert scale.item() == pytest.approx(8**-0.5, rel=1e-12)  # 1 / sqrt(d_h), d_h = 16 / 2
+    if attention == "general":
+        checkpoint["state_dict"]["model.decoder.attention.bilinear"] = torch.eye(8).repeat(2, 1, 1)  # W_i per head
     torch.save(checkpoint, tmp_path / "m.ckpt")
-    with pytest.raises(ConfigError, match=r"per-head bilinear weights .* train the model again") as error:
+    with pytest.raises(ConfigError, match=r"without the 1/sqrt\(d_h\) scale .* train the model again") as error:
         load_model(tmp_path / "m.ckpt")
     assert "\n" not in str(error.value)
-    with pytest.raises(ConfigError, match="per-head bilinear"):  # Lightning's loading calls the same method
+    with pytest.raises(ConfigError, match="without the 1/sqrt"):  # Lightning's loading calls the same method
         module.load_state_dict(checkpoint["state_dict"])
+    module.load_state_dict(module.state_dict())  # a checkpoint of scaled heads loads

@@ -42,7 +42,9 @@ class MultiHeadAttention(nn.Module):
         self.key_proj = nn.Linear(key_size, query_size, bias=False)  # W_k: H -> h x d_h
         self.value_proj = nn.Linear(key_size, key_size, bias=False)  # W_v: H -> h x d_v
         self.out_proj = nn.Linear(key_size, key_size, bias=False)  # W_o
-        self.scale = 1 / math.sqrt(query_size // heads)  # 1 / sqrt(d_h)
+        # 1 / sqrt(d_h), kept in the state dict: a checkpoint of heads that scored unscaled lacks it
+        # and fails to load in one line (Seq2SeqLitModule.load_state_dict) instead of scoring differently
+        self.register_buffer("head_scale", torch.tensor(1 / math.sqrt(query_size // heads), dtype=torch.float64))
 
     def _split(self, x: Tensor) -> Tensor:
         """``(B, N, h * d) -> (B, h, N, d)``."""
@@ -57,7 +59,7 @@ class MultiHeadAttention(nn.Module):
         return AttentionState(torch.zeros(memory.mask.size(0), device=memory.mask.device), None)
 
     def forward(self, query: Tensor, memory: Memory, state: AttentionState) -> AttentionOutput:
-        q = self._split(self.query_proj(query)) * self.scale  # (B, h, T, d_h), scaled before the product
+        q = self._split(self.query_proj(query)) * self.head_scale  # (B, h, T, d_h), scaled before the product
         k, v = memory.keys, memory.values  # (B, h, S, d_h), (B, h, S, d_v)
         energies = (q @ k.transpose(-1, -2)).masked_fill(~memory.mask[:, None, None, :], float("-inf"))  # (B, h, T, S)
         head_weights = energies.softmax(dim=-1)  # (B, h, T, S)
