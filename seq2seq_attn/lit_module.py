@@ -13,6 +13,7 @@ from typing import Any, Literal, Optional
 import pytorch_lightning as pl
 import torch
 from jsonargparse.typing import NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
+from pytorch_lightning.callbacks import EarlyStopping
 
 from seq2seq_attn.data.collate import Batch
 from seq2seq_attn.data.datamodule import Seq2SeqDataModule
@@ -210,6 +211,7 @@ class Seq2SeqLitModule(pl.LightningModule):
         self._predictions: list[tuple[int, str]] = []
         self.tokenizers: Optional[dict[str, str]] = None  # JSON of the text tokenizers, if any
         self._fit_started: Optional[float] = None
+        self._coverage_from = 0  # the update the coverage loss starts at (set when training starts)
 
     # -- vocabulary travels with the checkpoint ---------------------------------
     def datamodule(self) -> Optional[Seq2SeqDataModule]:
@@ -266,13 +268,25 @@ class Seq2SeqLitModule(pl.LightningModule):
             if self.datamodule() is not None:  # the tokenizers are inside every checkpoint too
                 self.datamodule().save_tokenizers(run_dir)
 
-    def coverage_weight(self) -> float:
-        """λ of the coverage loss at this update: 0 before ``coverage_loss_from`` of the training updates."""
-        hp = self.hparams
-        if hp.coverage_loss_from == 0:
-            return hp.coverage_loss
+    def on_train_start(self) -> None:
+        self._coverage_from = self.coverage_start()
+
+    def coverage_start(self) -> int:
+        """The update from which the coverage loss counts: ``coverage_loss_from`` of the training budget."""
+        share = self.hparams.coverage_loss_from
+        if share == 0:
+            return 0
+        if any(isinstance(c, EarlyStopping) for c in self.trainer.callbacks):
+            raise ConfigError(
+                f"coverage_loss_from {share} is a share of a fixed budget of updates, which early stopping cuts "
+                "short: drop the EarlyStopping callback, or set coverage_loss_from 0"
+            )
         total = self.trainer.max_steps if self.trainer.max_steps > 0 else self.trainer.estimated_stepping_batches
-        return hp.coverage_loss if self.global_step >= hp.coverage_loss_from * total else 0.0
+        return round(share * total)  # round: 0.07 * 100 is 7.000000000000001
+
+    def coverage_weight(self) -> float:
+        """λ of the coverage loss at this update: 0 before :meth:`coverage_start`."""
+        return self.hparams.coverage_loss if self.global_step >= self._coverage_from else 0.0
 
     def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
         loss = token_loss(self.model, batch, self.hparams.label_smoothing, self.coverage_weight())

@@ -201,7 +201,7 @@ def test_score_scale_reaches_the_scorer_and_a_bad_value_is_one_line(tmp_path, ca
     assert "'none', 'sqrt_d'" in error and "sqrtd" in error
 
 
-def test_coverage_loss_from_switches_the_loss_on_for_the_last_part_of_training(tmp_path, monkeypatch):
+def test_coverage_loss_from_switches_the_loss_on_for_the_last_part_of_training(tmp_path, monkeypatch, capsys):
     import seq2seq_attn.lit_module as lit_module
 
     weights, real_loss = [], lit_module.token_loss
@@ -215,6 +215,15 @@ def test_coverage_loss_from_switches_the_loss_on_for_the_last_part_of_training(t
             "true", "--model.coverage_loss", "0.5", "--model.coverage_loss_from", "0.7"]  # fmt: skip
     run_cli(["fit", "--config", BASE, "--config", REVERSE, *args])
     assert weights == [0.0] * 7 + [0.5] * 3
+    weights.clear()  # 0.07 * 100 is 7.000000000000001 in floating point: still update 7
+    run_cli(["fit", "--config", BASE, "--config", REVERSE, *args, "--trainer.max_steps", "100",
+             "--model.coverage_loss_from", "0.07"])  # fmt: skip
+    assert weights == [0.0] * 7 + [0.5] * 93
+    stopping = ["--trainer.callbacks+=EarlyStopping", "--trainer.callbacks.monitor=train/loss"]
+    with pytest.raises(SystemExit) as stop:  # early stopping never reaches the last part of a budget
+        main(["fit", "--config", BASE, "--config", REVERSE, *args, *stopping])
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert stop.value.code == 2 and "coverage_loss_from 0.7" in error and "early stopping" in error
     with pytest.raises(SystemExit) as stop:  # a schedule without a loss to schedule
         main(["fit", "--config", BASE, "--config", REVERSE, *quiet(tmp_path), "--model.coverage_loss_from", "0.7"])
     assert stop.value.code == 2
