@@ -76,7 +76,8 @@ def bootstrap_interval(
         return Interval(float("nan"), float("nan"), float("nan"))
     index = np.random.default_rng(seed).integers(0, n, size=(resamples, n))  # (R, N) sacreBLEU's draws
     scores = np.sort(_resample_scores(score, stats, index))  # (R,)
-    tail = int(resamples * (1 - level) / 2)  # sacreBLEU's order statistics: for 95%, the R/40-th from each end
+    # sacreBLEU's order statistics: for 95%, the R/40-th from each end (round: 1 - 0.9 is 0.0999...)
+    tail = round(resamples * (1 - level) / 2)
     return Interval(score(stats.sum(0)), float(scores[tail]), float(scores[resamples - tail - 1]))
 
 

@@ -35,6 +35,16 @@ def test_a_wider_level_gives_a_wider_interval():
     assert wide.low < narrow.low < narrow.high < wide.high
 
 
+@pytest.mark.parametrize("level, tail", [(0.95, 25), (0.9, 50), (0.8, 100)])
+def test_interval_bounds_are_the_order_statistics_of_the_resampled_scores(level, tail):
+    values = np.random.default_rng(2).normal(size=300)  # continuous: neighbouring order statistics differ
+    stats, resamples = np.stack([values, np.ones(300)], axis=1), 1000  # (N, 2)
+    index = np.random.default_rng(7).integers(0, 300, size=(resamples, 300))  # the same draws
+    scores = np.sort(stats[index, 0].mean(1))  # (R,)
+    interval = bootstrap_interval(mean_of, stats, level, resamples=resamples, seed=7)
+    assert (interval.low, interval.high) == pytest.approx((scores[tail], scores[resamples - tail - 1]), abs=1e-12)
+
+
 def test_text_statistics_score_like_sacrebleu():
     hyps = ["the cat sat on the mat .", "a dog runs in the park", "nothing like it"]
     refs = ["the cat sat on the mat .", "the dog runs in a park", "something else entirely here"]
