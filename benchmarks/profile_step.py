@@ -29,8 +29,9 @@ import torch
 # op kind by aten name, first match wins (self time: a wrapper such as aten::linear counts only its own part)
 KINDS = [
     ("matrix products", r"^aten::(mm|addmm|bmm|baddbmm|addbmm|matmul|dot|mv|linear)$|mkldnn|onednn|_weight_"),
-    ("softmax", r"softmax"),
-    ("loss", r"SoftmaxCrossEntropy|cross_entropy|nll_loss|logsumexp|scatter_add"),
+    # the loss's own softmax over (N, V) is an aten::_softmax like the attention's (B, T, S) one: counted here
+    ("softmax (attention and loss)", r"softmax"),
+    ("loss (besides its softmax)", r"SoftmaxCrossEntropy|cross_entropy|nll_loss|logsumexp|scatter_add"),
     ("dropout", r"dropout|bernoulli|Dropout|uniform_|^aten::rand"),
     ("optimiser", r"_foreach_|_fused_adam|adam|Adam|clip_grad|norm|_amp_foreach"),
     ("casts, copies, indexing, concatenation", r"^aten::(to|_to_copy)$|_autocast_to|copy_|cat|stack|index|"
