@@ -61,3 +61,11 @@ class NaNAt(pl.Callback):
         if trainer.global_step == self.step and os.environ.get("PL_GLOBAL_SEED") == str(self.seed):
             with torch.no_grad():
                 next(pl_module.parameters()).fill_(float("nan"))
+
+
+class KillAtTest(pl.Callback):
+    """SIGKILL this process as it starts testing, after training has finished (once per run folder)."""
+
+    def on_test_start(self, trainer, pl_module) -> None:
+        if first_time(trainer, "killed_at_test"):
+            os.kill(os.getpid(), signal.SIGKILL)

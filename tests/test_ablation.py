@@ -275,7 +275,7 @@ def test_a_cell_killed_midway_continues_from_its_last_checkpoint_to_the_same_res
         command = [sys.executable, "-m", "seq2seq_attn.cli", "ablate", str(grid), "--out", str(out), "--jobs", "1"]
         return subprocess.run(command, env={**os.environ, **env}, capture_output=True, text=True, timeout=300)
 
-    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir(), (tmp_path / "c").mkdir()
     plain = run(tmp_path / "plain", write_grid(tmp_path / "a", {"seed_everything": [3]}, fixed=fixed))
     assert plain.returncode == 0, plain.stderr[-2000:]
     kill = [{"class_path": "faults.KillAt", "init_args": {"step": 5}}]  # 2 steps an epoch: inside epoch 2
@@ -291,6 +291,19 @@ def test_a_cell_killed_midway_continues_from_its_last_checkpoint_to_the_same_res
     assert resumed["steps"] == uninterrupted["steps"] == 8
     assert resumed["overall"] == uninterrupted["overall"] and resumed["buckets"] == uninterrupted["buckets"]
     assert resumed["train_seconds"] > resumed["fit_seconds"]  # both attempts count, not only the resumed one
+
+    # killed while testing: the rerun tests the same best checkpoint and reports the same training
+    stopping = [{"class_path": "faults.KillAtTest"}, *early_stopping(1)]
+    grid = write_grid(tmp_path / "c", {"seed_everything": [3]}, fixed={**fixed, "trainer.callbacks": stopping})
+    first = run(tmp_path / "at_test", grid)
+    cell = tmp_path / "at_test" / "cells" / "seed_everything=3"
+    assert "FAILED" in first.stdout and (cell / "fit.json").is_file() and not (cell / "result.json").exists()
+    trained = json.loads((cell / "fit.json").read_text())
+    second = run(tmp_path / "at_test", grid)
+    assert second.returncode == 0, second.stderr[-2000:]
+    retested = json.loads((cell / "result.json").read_text())
+    assert {k: retested[k] for k in trained} == trained and retested["stopped_by"] in ("patience", "trainer.max_epochs")
+    assert retested["checkpoint"].endswith("best.ckpt") and retested["best_step"] <= retested["steps"]
 
 
 def test_runs_root_and_publish_keep_checkpoints_out_of_the_published_folder(tmp_path, monkeypatch):

@@ -5,7 +5,8 @@
 Writes ``CELL_DIR/result.json`` (atomically, last) on success, or
 ``CELL_DIR/error.json`` with a one-line message on failure. A cell with a
 ``result.json`` is finished; the runner never runs it again. A cell that was
-killed continues from its ``checkpoints/last.ckpt``.
+killed while training continues from its ``checkpoints/last.ckpt``; one killed
+after training (``fit.json`` written) tests the same best checkpoint again.
 """
 
 import json
@@ -15,27 +16,36 @@ import traceback
 from pathlib import Path
 from typing import Optional
 
-from seq2seq_attn.checkpointing import BEST, LAST, checkpoint_dir, logger_in_folder, read_checkpoint_step
+from seq2seq_attn.checkpointing import LAST, logger_in_folder, read_checkpoint_step
 from seq2seq_attn.errors import find_config_error
 from seq2seq_attn.loggers import finish_wandb
 from seq2seq_attn.results import write_json
 
-RESULT, ERROR = "result.json", "error.json"
+RESULT, ERROR, FIT = "result.json", "error.json", "fit.json"
+FINAL = "final.ckpt"  # the weights at the end of fit, where no validation chose a best checkpoint
 
 
 def why_stopped(trainer) -> str:
-    """What ended fit: ``patience`` (early stopping), ``trainer.max_steps``, ``trainer.max_time`` or
-    ``trainer.max_epochs``."""
+    """What ended fit: ``patience``, another early-stopping rule (``early_stopping: <its reason>``: a
+    threshold or a non-finite metric), ``trainer.max_steps``, ``trainer.max_time``, ``trainer.max_epochs``,
+    else ``unknown`` (a callback that set ``trainer.should_stop``)."""
     from pytorch_lightning.callbacks import EarlyStopping, Timer
+    from pytorch_lightning.callbacks.early_stopping import EarlyStoppingReason
 
-    if any(isinstance(c, EarlyStopping) and c.wait_count >= c.patience for c in trainer.callbacks):
+    stops = [c for c in trainer.callbacks if isinstance(c, EarlyStopping)]
+    reasons = [c.stopping_reason for c in stops if c.stopping_reason != EarlyStoppingReason.NOT_STOPPED]
+    if EarlyStoppingReason.PATIENCE_EXHAUSTED in reasons:
         return "patience"
+    if reasons:
+        return f"early_stopping: {reasons[0].value}"
     if trainer.max_steps is not None and trainer.max_steps > 0 and trainer.global_step >= trainer.max_steps:
         return "trainer.max_steps"
     remaining = [c.time_remaining() for c in trainer.callbacks if isinstance(c, Timer)]  # None: no duration
     if any(r is not None and r <= 0 for r in remaining):
         return "trainer.max_time"
-    return "trainer.max_epochs"
+    if trainer.max_epochs is not None and trainer.max_epochs >= 0 and trainer.current_epoch >= trainer.max_epochs:
+        return "trainer.max_epochs"
+    return "unknown"
 
 
 def shortfall(trainer, stopped_by: str) -> tuple[Optional[str], Optional[str]]:
@@ -77,29 +87,41 @@ def logger_args(cell_dir: Path) -> list[str]:
     return ["--trainer.logger", json.dumps(csv_logger)]
 
 
+def fit(cli, cell_dir: Path) -> dict:
+    """Train the cell (continuing from its ``last.ckpt`` if it was killed) and record how training went in
+    ``fit.json``; a cell killed after that (while testing) reads it back instead of training again."""
+    done = cell_dir / FIT
+    if done.is_file():
+        return json.loads(done.read_text())
+    start = time.time()
+    last = cell_dir / "checkpoints" / LAST  # a cell killed earlier continues where it stopped
+    cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=last if last.is_file() else None)
+    fit_seconds = time.time() - start
+    stopped_by = why_stopped(cli.trainer)
+    training = {"fit_seconds": round(fit_seconds, 1), "epochs": cli.trainer.current_epoch,
+                "steps": cli.trainer.global_step, "stopped_by": stopped_by,
+                "train_seconds": round(training_seconds(cli.trainer, fit_seconds), 1)}  # fmt: skip
+    training["stopped_short"], training["hit_cap"] = shortfall(cli.trainer, stopped_by)
+    best = cli.trainer.checkpoint_callback.best_model_path
+    if not best:  # no validation chose one: the weights fit ended with, saved so that a retest reads them too
+        best = str(cell_dir / "checkpoints" / FINAL)
+        cli.trainer.save_checkpoint(best)
+    training["best_step"], training["checkpoint"] = read_checkpoint_step(best), best
+    write_json(done, training)
+    return training
+
+
 def run(cell_dir: Path, args: list[str]) -> dict:
     from seq2seq_attn.lightning_cli import make_cli
 
     overrides = ["--trainer.default_root_dir", str(cell_dir), "--trainer.enable_progress_bar", "false"]
     cli = make_cli([*args, *overrides, *logger_args(cell_dir)], run=False)
+    training = fit(cli, cell_dir)
     start = time.time()
-    last = cell_dir / "checkpoints" / LAST  # a cell killed earlier continues where it stopped
-    cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=last if last.is_file() else None)
-    fit_seconds = time.time() - start
-    stopped_by = why_stopped(cli.trainer)  # before test, which restores the best checkpoint's state
-    training = {"epochs": cli.trainer.current_epoch, "steps": cli.trainer.global_step, "stopped_by": stopped_by,
-                "train_seconds": round(training_seconds(cli.trainer, fit_seconds), 1)}  # fmt: skip
-    training["stopped_short"], training["hit_cap"] = shortfall(cli.trainer, stopped_by)
-    # a cell whose fit had already finished when it was killed (before testing) resumes with nothing to do,
-    # and Lightning then restores no callback state: its best.ckpt is still the one to test
-    saved_best = checkpoint_dir(cli.trainer) / BEST
-    ckpt = cli.trainer.checkpoint_callback.best_model_path or (str(saved_best) if saved_best.is_file() else None)
-    training["best_step"] = read_checkpoint_step(ckpt) if ckpt else None
-    cli.trainer.test(cli.model, datamodule=cli.datamodule, ckpt_path=ckpt)
+    cli.trainer.test(cli.model, datamodule=cli.datamodule, ckpt_path=training["checkpoint"])
     results = json.loads((cell_dir / "test_results.json").read_text())
-    results["fit_seconds"] = round(fit_seconds, 1)
-    results["test_seconds"] = round(time.time() - start - fit_seconds, 1)
-    results.update(training, precision=str(cli.trainer.precision), checkpoint=ckpt)
+    results["test_seconds"] = round(time.time() - start, 1)
+    results.update(training, precision=str(cli.trainer.precision))
     return results
 
 
