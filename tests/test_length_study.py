@@ -96,3 +96,14 @@ def test_training_caps_come_from_the_extrapolation_flags(tmp_path):
     assert "| rnnsearch, train_max_words=30 | 1.00× | 0.40× † | 1.00× † |" in table
     assert "| rnnsearch, train_max_words=50 | 1.00× | 0.40× | 1.00× † |" in table
     assert "| uncapped | - | 0.40× | - |" not in table and "| uncapped | - | - | - |" in table  # no 21-30 bucket
+
+
+def test_training_caps_are_the_recorded_longest_training_sentence():
+    from seq2seq_attn.ablation.length_study import training_caps
+
+    rows = [{"model": m, "bucket": b, "lo": lo, "extrapolation": (lo or 0) > cap, "train_max_length": cap,
+             "metric": "bleu", "value": 1.0}
+            for m, cap in (("capped at 25", 25), ("longest sentence 86", 86))
+            for b, lo in (("all", None), ("21-30", 21), ("31-40", 31), ("51-60", 51))]  # fmt: skip
+    # 25 is inside the 21-30 bucket, whose flag stays off: the flags alone would say 30
+    assert training_caps(pd.DataFrame(rows)) == {"capped at 25": 25}

@@ -121,10 +121,17 @@ def _significance_table(sig: pd.DataFrame, metric: str) -> str:
 
 
 def training_caps(df: pd.DataFrame) -> dict[str, int]:
-    """Per model, the longest training sentence in bucket units where the cells record one (the buckets
-    from which on results.csv flags extrapolation, less one); models without a cap are left out."""
-    flagged = df[(df.extrapolation.astype(str).str.lower() == "true") & (df.bucket != ALL)]
-    return {model: int(rows.lo.min()) - 1 for model, rows in flagged.groupby("model")}
+    """Per model, the longest training sentence (``train_max_length`` of its cells' results; from an older
+    results.csv without that column, the first bucket flagged as extrapolation, less one), for the models
+    tested beyond it; the others are left out."""
+    rows, caps = df[df.bucket != ALL], {}
+    for model, part in rows.groupby("model"):
+        recorded = part["train_max_length"].dropna() if "train_max_length" in part else pd.Series(dtype=float)
+        flagged = part[part.extrapolation.astype(str).str.lower() == "true"]
+        cap = recorded.max() if len(recorded) else (flagged.lo.min() - 1 if len(flagged) else None)
+        if cap is not None and part.lo.max() > cap:
+            caps[model] = int(cap)
+    return caps
 
 
 def ratio_table(stats: pd.DataFrame, caps: dict[str, int], reference: str = "11-20", metric: str = "bleu") -> str:

@@ -17,7 +17,7 @@ from seq2seq_attn.metrics import metric_info, metric_items, title
 from seq2seq_attn.plots import draw_heatmap
 from seq2seq_attn.results import write_atomic, write_csv
 
-FIXED_COLUMNS = ["cell", "bucket", "lo", "hi", "extrapolation", "metric", "value", "count"]
+FIXED_COLUMNS = ["cell", "bucket", "lo", "hi", "extrapolation", "train_max_length", "metric", "value", "count"]
 def _column(key: str) -> str:
     """``model.attention`` -> ``attention``; ``model.cell`` -> ``rnn_cell`` (``cell`` names the grid cell)."""
     name = key.split(".")[-1]
@@ -43,6 +43,7 @@ def cell_rows(folder: Path) -> list[dict]:
                     "lo": lo,
                     "hi": hi,
                     "extrapolation": extrapolation,
+                    "train_max_length": train_max,
                     "metric": metric,
                     "value": value,
                     "count": int(bucket["count"]),
