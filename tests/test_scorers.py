@@ -195,6 +195,15 @@ def test_score_scale_sqrt_d_divides_the_energies_by_sqrt_d(name):
     assert scaled.scale == pytest.approx(D**-0.5) and plain.scale == 1.0
 
 
+def test_score_scale_of_general_is_the_query_size_when_the_key_size_differs():
+    """``qᵀ W h`` lives in the query's D dimensions (W h: H -> D), so sqrt_d divides by sqrt(D), not sqrt(H)."""
+    query_size, key_size = 12, 5
+    scorer = build_scorer("general", query_size, key_size, score_scale="sqrt_d").double()
+    query, values = torch.randn(B, T, query_size, dtype=torch.double), torch.randn(B, S, key_size, dtype=torch.double)
+    by_hand = torch.einsum("btd,de,bse->bts", query, scorer.key_proj.weight, values) / query_size**0.5
+    torch.testing.assert_close(scorer(query, scorer.prepare_keys(values)), by_hand, rtol=1e-10, atol=1e-12)
+
+
 @pytest.mark.parametrize(
     "name,scale,expected",
     [
