@@ -5,7 +5,9 @@
 
 The peer sees what our Bible cells see (experiments/bible_en_es/base.yaml): the BPE pieces of our data
 module (8k per side, trained on train), the training pairs it keeps (at most 80 pieces a side), the
-same sizes (embeddings 256, biGRU 256 per direction, GRU decoder 512, dropout 0.2), Adam 1e-3, gradient
+same sizes (embeddings 256, biGRU 256 per direction, GRU decoder 512, dropout 0.2), Adam 1e-3, the loss
+averaged over target tokens (``normalization: tokens``; OpenNMT-py's default sums per sentence, which makes
+the gradient about 35 times larger here, so that the clipping below would act on every update), gradient
 norm clipped at 1, batches of 64 pairs and the same number of updates. What stays OpenNMT-py's own, as
 its users run it: its initialisation (uniform ±0.1), its bridge (``bridge: true``, a ReLU layer, where
 ours is tanh) and Luong's unscaled general score. A checkpoint every 200 updates is decoded greedily
@@ -72,7 +74,7 @@ adam_beta2: 0.999
 decay_method: none
 start_decay_steps: 100000000
 max_grad_norm: 1
-normalization: sents
+normalization: tokens
 batch_type: sents
 batch_size: 64
 valid_batch_size: 64
