@@ -332,3 +332,8 @@ def test_set_adds_a_setting_to_every_cell_without_renaming_them(tmp_path, capsys
     with pytest.raises(SystemExit) as stop:
         main(["ablate", str(grid), "--out", str(tmp_path / "out"), "--set", "trainer.max_steps"])
     assert stop.value.code == 2 and "--set takes KEY=VALUE" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stop:  # a grid axis: the cells' own values would override it
+        main(["ablate", str(grid), "--out", str(tmp_path / "out"), "--set", "model.attention=general"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "--set model.attention: that key is an axis of the grid" in err
+    assert len(err.strip().splitlines()) == 1

@@ -187,6 +187,10 @@ def ablate(
     for every cell on top of the grid's ``fixed`` (``{"trainer.accelerator": "gpu"}`` runs the same cells on a
     GPU); like ``fixed`` they are not part of the cells' names, and each cell's config.yaml records them."""
     grid = Grid.load(grid_path)
+    axes = sorted(set(settings or {}) & set(grid.grid))
+    if axes:  # the cell's own value would silently win over it
+        raise ConfigError(f"--set {axes[0]}: that key is an axis of the grid {grid.path} (values "
+                          f"{grid.grid[axes[0]]}); edit the grid's values instead, or copy the grid")  # fmt: skip
     grid.fixed.update(settings or {})
     out_dir = Path(out) if out else default_out(grid)
     publish_dir = Path(publish) if publish else None
