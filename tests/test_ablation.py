@@ -60,6 +60,15 @@ def test_grid_skips_invalid_and_duplicate_cells(tmp_path):
     assert "takes no scorer" in reasons and "bottleneck baseline" in reasons and "only matters" in reasons
 
 
+def test_grid_runs_the_multi_head_attention_once_for_its_three_scorer_names(tmp_path):
+    grid = Grid.load(write_grid(tmp_path, {"model.attention": ["dot", "general", "scaled_dot"], "model.heads": [1, 4]}))
+    cells, skipped = grid.cells()
+    assert [c.name for c in cells] == ["attention=dot__heads=1", "attention=dot__heads=4", "attention=general__heads=1",
+                                       "attention=scaled_dot__heads=1"]  # fmt: skip
+    assert [c.name for c, _ in skipped] == ["attention=general__heads=4", "attention=scaled_dot__heads=4"]
+    assert all("one multi-head attention" in reason for _, reason in skipped)
+
+
 def test_a_list_of_sub_grids_runs_the_union_of_their_products(tmp_path):
     grid_file = tmp_path / "union.yaml"
     grid_file.write_text(
