@@ -106,6 +106,8 @@ def report_command(argv: list[str]) -> None:
             raise ConfigError(f"no tested runs under {args.runs}: run `seq2seq-attn test --ckpt_path ...` first")
         print(f"collected {found} tested run(s) from {args.runs} into {args.dir}")
         write_results_csv(Path(args.dir))
+    elif any((Path(args.dir) / "cells").glob("*/result.json")):
+        write_results_csv(Path(args.dir))  # from the cells there now: ones added since the grid ran count too
     elif not (Path(args.dir) / "results.csv").is_file():
         raise ConfigError(f"no results.csv in {args.dir}: pass the folder an ablation wrote (its --out), or use --runs")
     write_report(Path(args.dir), args.metric)

@@ -137,6 +137,18 @@ def test_two_by_two_grid_runs_resumes_and_reports(tmp_path, capsys):
     main(["report", str(out)])
     assert (out / "summary.md").read_text() == summary
 
+    # a cell added to the folder after the grid ran (a peer's, a moved one) is in the next report
+    import shutil
+
+    peer = out / "cells" / "system=peer__attention=dot__flow=luong"
+    shutil.copytree(out / "cells" / rerun, peer)
+    overrides = json.loads((peer / "cell.json").read_text())["overrides"]
+    (peer / "cell.json").write_text(json.dumps({"name": peer.name, "overrides": {"system": "peer", **overrides}}))
+    main(["report", str(out)])
+    with open(out / "results.csv") as handle:
+        assert {r["cell"] for r in csv.DictReader(handle)} == {*cell_names(out)} and peer.name in cell_names(out)
+    assert "luong + dot, system=peer" in (out / "summary.md").read_text()
+
 
 @pytest.mark.slow
 def test_a_failing_cell_is_recorded_and_the_rest_complete(tmp_path, capsys):
