@@ -107,3 +107,13 @@ def test_training_caps_are_the_recorded_longest_training_sentence():
             for b, lo in (("all", None), ("21-30", 21), ("31-40", 31), ("51-60", 51))]  # fmt: skip
     # 25 is inside the 21-30 bucket, whose flag stays off: the flags alone would say 30
     assert training_caps(pd.DataFrame(rows)) == {"capped at 25": 25}
+
+
+def test_seeds_read_back_as_floats_are_labelled_as_integers_and_a_missing_seed_as_a_dash():
+    import pandas as pd
+
+    from seq2seq_attn.ablation.length_study import _cell_models
+
+    df = pd.DataFrame({"cell": ["a", "a", "peer"], "model": ["m", "m", "p"], "baseline": [False] * 3,
+                       "seed_everything": [1.0, 1.0, float("nan")]})  # fmt: skip
+    assert list(_cell_models(df).seed) == [1, "-"]

@@ -179,7 +179,7 @@ def main() -> None:
     training = {"fit_seconds": round(train_seconds, 1), "steps": args.steps, "stopped_by": "trainer.max_steps",
                 "stopped_short": None, "hit_cap": None, "best_step": best, "precision": "32-true"}  # fmt: skip
     write_json(out / "result.json", {**results, **training})
-    write_json(out / "cell.json", {"name": CELL, "overrides": OVERRIDES})
+    write_json(out / "cell.json", {"name": CELL, "overrides": {**OVERRIDES, "seed_everything": args.seed}})
     write_jsonl_gz(out / "test_translations.jsonl.gz", rows)
     write_json(out / "environment.json", environment_info())
     (out / "onmt_general.yaml").write_text(config.read_text().replace(str(work), "PEER_DIR"))

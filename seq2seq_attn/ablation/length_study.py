@@ -37,7 +37,9 @@ def _cell_models(df: pd.DataFrame) -> pd.DataFrame:
     """One row per cell: its model label and seed (from results.csv, labelled by the report)."""
     seed_cols = [c for c in df.columns if "seed" in c and c not in ("model",)]
     cells = df.drop_duplicates("cell")[["cell", "model", "baseline", *seed_cols]].copy()
-    cells["seed"] = cells[seed_cols[0]] if seed_cols else 0
+    seeds = cells[seed_cols[0]] if seed_cols else pd.Series(0, index=cells.index)
+    # a column with blanks (a cell without a seed, a peer's) reads back as floats: 1.0 is seed 1, a blank "-"
+    cells["seed"] = [("-" if pd.isna(v) else int(v) if float(v).is_integer() else v) for v in seeds]
     return cells
 
 
