@@ -117,3 +117,8 @@ def environment_info() -> dict[str, Any]:
         "git_commit": commit,
         "git_dirty": dirty,
     }
+
+
+def plain(value):
+    """A grid value as it was written: 4.0, read back from a CSV column with blanks, is 4."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value

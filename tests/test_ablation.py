@@ -2,6 +2,7 @@
 
 import csv
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -138,8 +139,6 @@ def test_two_by_two_grid_runs_resumes_and_reports(tmp_path, capsys):
     assert (out / "summary.md").read_text() == summary
 
     # a cell added to the folder after the grid ran (a peer's, a moved one) is in the next report
-    import shutil
-
     peer = out / "cells" / "system=peer__attention=dot__flow=luong"
     shutil.copytree(out / "cells" / rerun, peer)
     overrides = json.loads((peer / "cell.json").read_text())["overrides"]

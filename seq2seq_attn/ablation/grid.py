@@ -31,11 +31,10 @@ import yaml
 
 from seq2seq_attn.errors import ConfigError
 from seq2seq_attn.modules.decoder import check_flow_attention
+from seq2seq_attn.modules.multihead import MULTIPLICATIVE
 
 MODEL_DEFAULTS = {"model.flow": "bahdanau", "model.attention": "additive", "model.input_feed": True,
                   "model.arch": "rnn", "model.heads": 1}  # fmt: skip
-# with heads > 1 these scorers name one computation (modules/multihead.py): a grid crossing them runs it once
-MULTI_HEAD_SCORERS = ("dot", "general", "scaled_dot")
 
 
 @dataclass(frozen=True)
@@ -142,12 +141,16 @@ class Grid:
             canonical = tuple(
                 (k, v) for k, v in cell.overrides if not (k == "model.input_feed" and merged["model.flow"] != "luong")
             )
-            multi_head = (merged.get("model.heads") or 1) > 1 and merged["model.attention"] in MULTI_HEAD_SCORERS
+            # with heads > 1 the multiplicative scorers name one computation (modules/multihead.py): run it once
+            multi_head = (merged.get("model.heads") or 1) > 1 and merged["model.attention"] in MULTIPLICATIVE
             identity = tuple((k, "multi-head" if k == "model.attention" and multi_head else v) for k, v in canonical)
             if identity in seen:
-                why = ("input_feed only matters to flow 'luong'" if canonical != cell.overrides
-                       else f"with heads > 1, {', '.join(MULTI_HEAD_SCORERS)} are one multi-head attention"
-                       if identity != canonical else "listed twice")  # fmt: skip
+                if canonical != cell.overrides:
+                    why = "input_feed only matters to flow 'luong'"
+                elif identity != canonical:
+                    why = f"with heads > 1, {', '.join(MULTIPLICATIVE)} are one multi-head attention"
+                else:
+                    why = "listed twice"
                 skipped.append((cell, f"same model as an earlier cell ({why})"))
                 continue
             seen.add(identity)

@@ -26,7 +26,7 @@ import pandas as pd
 import torch
 
 from seq2seq_attn.metrics import DEFAULT_BUCKETS, SATURATED, bucket_index, buckets, title
-from seq2seq_attn.results import TRANSLATIONS, read_jsonl_gz, write_csv
+from seq2seq_attn.results import TRANSLATIONS, plain, read_jsonl_gz, write_csv
 from seq2seq_attn.stats import bootstrap_interval, mean_std, paired_bootstrap, sentence_statistics, text_scorer
 
 TEXT_METRICS = ("bleu", "chrf")
@@ -38,8 +38,7 @@ def _cell_models(df: pd.DataFrame) -> pd.DataFrame:
     seed_cols = [c for c in df.columns if "seed" in c and c not in ("model",)]
     cells = df.drop_duplicates("cell")[["cell", "model", "baseline", *seed_cols]].copy()
     seeds = cells[seed_cols[0]] if seed_cols else pd.Series(0, index=cells.index)
-    # a column with blanks (a cell without a seed, a peer's) reads back as floats: 1.0 is seed 1, a blank "-"
-    cells["seed"] = [("-" if pd.isna(v) else int(v) if float(v).is_integer() else v) for v in seeds]
+    cells["seed"] = ["-" if pd.isna(v) else plain(v) for v in seeds]  # "-": a cell without a seed (a peer's)
     return cells
 
 

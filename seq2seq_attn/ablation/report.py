@@ -15,7 +15,7 @@ import pandas as pd
 
 from seq2seq_attn.metrics import metric_info, metric_items, title
 from seq2seq_attn.plots import draw_heatmap
-from seq2seq_attn.results import write_atomic, write_csv
+from seq2seq_attn.results import plain, write_atomic, write_csv
 
 FIXED_COLUMNS = ["cell", "bucket", "lo", "hi", "extrapolation", "train_max_length", "metric", "value", "count"]
 def _column(key: str) -> str:
@@ -109,8 +109,8 @@ def model_label(row: pd.Series, columns: list[str], shared: frozenset[str] = fro
     ``shared``: settings every Transformer cell of the report has alike (its size, its schedule), which
     name the architecture rather than tell its cells apart, and stay out of the Transformer's label.
     """
-    # a key another cell's sub-grid sets is blank here; 4.0 read back from a column with blanks is 4
-    values = {c: int(v) if isinstance(v, float) and v.is_integer() else v for c in columns if pd.notna(v := row[c])}
+    # a key another cell's sub-grid sets is blank here
+    values = {c: plain(v) for c in columns if pd.notna(v := row[c])}
     if values.get("arch") == "transformer":
         rnn_only = ("arch", "flow", "attention", "input_feed")
         others = [f"{c}={v}" for c, v in values.items() if c not in rnn_only and c not in shared]
