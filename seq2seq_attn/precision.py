@@ -113,20 +113,32 @@ def probe(seconds: float = 0.25) -> Rates:
     return {name: round(math.exp(total / len(SHAPES)), 1) for name, total in logs.items()}
 
 
-def cpu_description() -> tuple[str, list[str]]:
-    """The CPU's model name and the flags that decide bf16/int8 speed (Linux /proc/cpuinfo)."""
-    model, flags = platform.processor() or platform.machine(), []
+def cpu_description(cpuinfo: str = "/proc/cpuinfo") -> tuple[str, list[str]]:
+    """The CPU's model name with its family and model numbers, and the flags that decide bf16/int8 speed.
+
+    Read from Linux's ``/proc/cpuinfo``. Cloud machines often report a bare name ("AMD EPYC") for CPUs
+    of different generations, so the family and model numbers are appended where the file has them:
+    "AMD EPYC (family 25, model 17)" is a Zen 4, "(family 25, model 1)" a Zen 3 without AVX-512.
+    """
+    model, flags, numbers = platform.processor() or platform.machine(), [], {}
     try:
-        with open("/proc/cpuinfo") as info:
-            for line in info:
+        with open(cpuinfo) as info:
+            for line in info:  # the first processor's block: up to the first blank line
+                if not line.strip():
+                    break
                 key, _, value = line.partition(":")
-                if key.strip() == "model name" and model in ("", platform.machine(), platform.processor()):
+                key = key.strip()
+                if key == "model name" and model in ("", platform.machine(), platform.processor()):
                     model = value.strip()
-                if key.strip() in ("flags", "Features") and not flags:
+                if key in ("cpu family", "model") and key not in numbers:
+                    numbers[key] = value.strip()
+                if key in ("flags", "Features") and not flags:
                     wanted = ("amx", "avx512_bf16", "avx512_vnni", "avx_vnni", "avx512f", "bf16", "i8mm", "sve")
                     flags = sorted(f for f in value.split() if f.startswith(wanted))
     except OSError:
         pass
+    if len(numbers) == 2:
+        model = f"{model} (family {numbers['cpu family']}, model {numbers['model']})"
     return model, flags
 
 
