@@ -5,6 +5,7 @@ import random
 
 import pandas as pd
 
+from seq2seq_attn.ablation.length_study import read_history
 from seq2seq_attn.ablation.report import write_report, write_results_csv
 from seq2seq_attn.metrics import DEFAULT_BUCKETS
 from seq2seq_attn.results import TRANSLATIONS, write_json, write_jsonl_gz
@@ -117,3 +118,14 @@ def test_seeds_read_back_as_floats_are_labelled_as_integers_and_a_missing_seed_a
     df = pd.DataFrame({"cell": ["a", "a", "peer"], "model": ["m", "m", "p"], "baseline": [False] * 3,
                        "seed_everything": [1.0, 1.0, float("nan")]})  # fmt: skip
     assert list(_cell_models(df).seed) == [1, "-"]
+
+
+def test_a_resumed_cell_history_keeps_one_validation_per_step_the_later_one(tmp_path):
+    # killed after validating at 600 but before last.ckpt at 600: the resumed run validates 600 again
+    steps = [(200, 1.0), (400, 2.0), (600, 3.0), (600, 3.5), (800, 4.0)]
+    (tmp_path / "val_history.jsonl").write_text(
+        "".join(json.dumps({"step": step, "overall": {"bleu": bleu}}) + "\n" for step, bleu in steps))
+    history = read_history(tmp_path)
+    assert [h["step"] for h in history] == [200, 400, 600, 800]
+    assert history[2]["overall"]["bleu"] == 3.5
+    assert read_history(tmp_path / "missing") == []

@@ -231,9 +231,20 @@ def plot_training_gap(out: Path, cells: pd.DataFrame, path: Path, metric: str = 
 
 
 def read_history(folder: Path) -> list[dict]:
-    """A cell's validations, in order (``val_history.jsonl``; empty when it has none)."""
+    """A cell's validations, one per step in step order (``val_history.jsonl``; empty when it has none).
+
+    A run resumed from ``last.ckpt`` validates again at the steps it had passed after that checkpoint, and
+    appends them: the later record of a step is the one that belongs to the finished run.
+    """
     file = folder / "val_history.jsonl"
-    return [json.loads(line) for line in file.read_text().splitlines() if line.strip()] if file.is_file() else []
+    if not file.is_file():
+        return []
+    by_step = {}
+    for line in file.read_text().splitlines():
+        if line.strip():
+            record = json.loads(line)
+            by_step[record["step"]] = record
+    return sorted(by_step.values(), key=lambda record: record["step"])
 
 
 def _fmt(value: Optional[float], digits: int = 1) -> str:
