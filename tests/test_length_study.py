@@ -124,7 +124,8 @@ def test_a_resumed_cell_history_keeps_one_validation_per_step_the_later_one(tmp_
     # killed after validating at 600 but before last.ckpt at 600: the resumed run validates 600 again
     steps = [(200, 1.0), (400, 2.0), (600, 3.0), (600, 3.5), (800, 4.0)]
     (tmp_path / "val_history.jsonl").write_text(
-        "".join(json.dumps({"step": step, "overall": {"bleu": bleu}}) + "\n" for step, bleu in steps))
+        "".join(json.dumps({"step": step, "overall": {"bleu": bleu}}) + "\n" for step, bleu in steps)
+    )
     history = read_history(tmp_path)
     assert [h["step"] for h in history] == [200, 400, 600, 800]
     assert history[2]["overall"]["bleu"] == 3.5

@@ -74,15 +74,20 @@ def test_the_cache_key_changes_with_threads(cache):
         torch.set_num_threads(threads)
 
 
-@pytest.mark.parametrize("numbers, expected", [
-    ("cpu family\t: 25\nmodel\t\t: 17\n", "AMD EPYC (family 25, model 17)"),
-    ("", "AMD EPYC"),  # a file without the numbers (e.g. on ARM): the name alone
-])
+@pytest.mark.parametrize(
+    "numbers, expected",
+    [
+        ("cpu family\t: 25\nmodel\t\t: 17\n", "AMD EPYC (family 25, model 17)"),
+        ("", "AMD EPYC"),  # a file without the numbers (e.g. on ARM): the name alone
+    ],
+)
 def test_the_cpu_is_named_with_its_family_and_model(numbers, expected, tmp_path):
     # two EPYC generations both report the bare name "AMD EPYC": only family/model tell Zen 3 from Zen 4
     info = tmp_path / "cpuinfo"
-    info.write_text(f"processor\t: 0\nvendor_id\t: AuthenticAMD\n{numbers}model name\t: AMD EPYC\n"
-                    "flags\t\t: fpu avx2 avx512f avx512_bf16\n\nprocessor\t: 1\ncpu family\t: 99\nmodel\t\t: 1\n")
+    info.write_text(
+        f"processor\t: 0\nvendor_id\t: AuthenticAMD\n{numbers}model name\t: AMD EPYC\n"
+        "flags\t\t: fpu avx2 avx512f avx512_bf16\n\nprocessor\t: 1\ncpu family\t: 99\nmodel\t\t: 1\n"
+    )
     model, flags = precision.cpu_description(str(info))
     assert model == expected
     assert flags == ["avx512_bf16", "avx512f"]
