@@ -58,7 +58,9 @@ _warned = False
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt parameters (malloc.h)
 MMAP_THRESHOLD, TRIM_THRESHOLD = 64 << 20, 256 << 20
 ONEDNN_CACHE = 64  # oneDNN primitives kept (its default: 1,024)
-IDEEP_CACHE = 64  # computations kept by ideep, PyTorch's layer over oneDNN (LRU_CACHE_CAPACITY; default 1,024)
+# computations kept by ideep, PyTorch's layer over oneDNN (LRU_CACHE_CAPACITY; default 1,024): 16 trained as fast
+# as 64 and in less memory in two runs each (docs/performance.md)
+IDEEP_CACHE = 16
 
 
 OPT_OUT = "S2S_CPU_TUNING"  # "0", "false", "no" or "off": leave the process as it is
