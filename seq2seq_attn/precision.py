@@ -130,7 +130,7 @@ def cpu_description(cpuinfo: str = "/proc/cpuinfo") -> tuple[str, list[str]]:
                 key = key.strip()
                 if key == "model name" and model in ("", platform.machine(), platform.processor()):
                     model = value.strip()
-                if key in ("cpu family", "model") and key not in numbers:
+                if key in ("cpu family", "model"):
                     numbers[key] = value.strip()
                 if key in ("flags", "Features") and not flags:
                     wanted = ("amx", "avx512_bf16", "avx512_vnni", "avx_vnni", "avx512f", "bf16", "i8mm", "sve")
