@@ -26,6 +26,7 @@ test-fast: setup  ## the quick part of the suite (under a minute): no slow or fu
 
 lint: setup
 	$(BIN)ruff check seq2seq_attn tests benchmarks
+	$(BIN)ruff format --check seq2seq_attn tests benchmarks
 
 bench: setup
 	$(PY) benchmarks/step_speed.py

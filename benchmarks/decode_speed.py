@@ -111,6 +111,7 @@ def compare(results: dict, formats: list[str], beams: list[int], tolerance: floa
             bleu = f", BLEU {row['bleu'] - base['bleu']:+.2f}" if "bleu" in row else ""
             print(f"  beam {beam} {number_format}: {row['sents_per_s'] / base['sents_per_s']:.2f}x sent/s{bleu}")
     if all("bleu" in row for row in rows.values()):
+
         def equal(number_format: str) -> bool:
             return all(abs(rows[number_format, b]["bleu"] - rows["fp32", b]["bleu"]) <= tolerance for b in beams)
 

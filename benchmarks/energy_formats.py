@@ -75,8 +75,12 @@ def main() -> None:
         forward(q, k, v), backward(q, k, v, grad)
         compile_s = time.perf_counter() - start
         name = str(dtype).split(".")[-1]
-        calls = {"eager forward": (eager_forward, (q, k, v)), "compiled forward": (forward, (q, k, v)),
-                 "eager backward": (eager_backward, (q, k, v, grad)), "compiled backward": (backward, (q, k, v, grad))}
+        calls = {
+            "eager forward": (eager_forward, (q, k, v)),
+            "compiled forward": (forward, (q, k, v)),
+            "eager backward": (eager_backward, (q, k, v, grad)),
+            "compiled backward": (backward, (q, k, v, grad)),
+        }
         for label, (fn, inputs) in calls.items():
             results[name, label] = per_call(fn, inputs, args.seconds)
         error = (forward(q, k, v).float() - eager_forward(q, k, v).float()).abs().max().item()

@@ -34,12 +34,18 @@ KINDS = [
     ("loss (besides its softmax)", r"SoftmaxCrossEntropy|cross_entropy|nll_loss|logsumexp|scatter_add"),
     ("dropout", r"dropout|bernoulli|Dropout|uniform_|^aten::rand"),
     ("optimiser", r"_foreach_|_fused_adam|adam|Adam|clip_grad|norm|_amp_foreach"),
-    ("casts, copies, indexing, concatenation", r"^aten::(to|_to_copy)$|_autocast_to|copy_|cat|stack|index|"
-                                               r"gather|select|slice|clone|contiguous|nonzero|unbind|split|"
-                                               r"chunk|narrow|as_strided|expand|view|reshape|permute|transpose|"
-                                               r"squeeze|unsqueeze|flatten|embedding"),
-    ("elementwise (gates, tanh, masks, sums)", r"add|sub|mul|div|sigmoid|tanh|relu|where|fill|masked_fill|sum|"
-                                               r"mean|exp|log|neg|clamp|minimum|maximum|pow|sqrt|rsqrt|_backward"),
+    (
+        "casts, copies, indexing, concatenation",
+        r"^aten::(to|_to_copy)$|_autocast_to|copy_|cat|stack|index|"
+        r"gather|select|slice|clone|contiguous|nonzero|unbind|split|"
+        r"chunk|narrow|as_strided|expand|view|reshape|permute|transpose|"
+        r"squeeze|unsqueeze|flatten|embedding",
+    ),
+    (
+        "elementwise (gates, tanh, masks, sums)",
+        r"add|sub|mul|div|sigmoid|tanh|relu|where|fill|masked_fill|sum|"
+        r"mean|exp|log|neg|clamp|minimum|maximum|pow|sqrt|rsqrt|_backward",
+    ),
     ("memory", r"empty|zeros|ones|full|resize_|zero_|new_"),
 ]
 
@@ -128,8 +134,12 @@ def print_model(rows: list[dict]) -> None:
     print(f"{'updates/s (unprofiled)':<42}" + "".join(f"{r['steps_per_s']:>22.3f}" for r in rows))
     print(f"{'target tokens/s':<42}" + "".join(f"{r['tok_per_s']:>22.0f}" for r in rows))
     print(f"{'tokens/s vs fp32':<42}" + "".join(f"{r['tok_per_s'] / base['tok_per_s']:>21.2f}x" for r in rows))
-    print(f"{'train peak RSS MB (vs fp32)':<42}" + "".join(
-        f"{r['train_peak_rss_mb']:>14.0f} ({r['train_peak_rss_mb'] / base['train_peak_rss_mb']:.2f}x)" for r in rows))
+    print(
+        f"{'train peak RSS MB (vs fp32)':<42}"
+        + "".join(
+            f"{r['train_peak_rss_mb']:>14.0f} ({r['train_peak_rss_mb'] / base['train_peak_rss_mb']:.2f}x)" for r in rows
+        )
+    )
 
 
 def main() -> None:

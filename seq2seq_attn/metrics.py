@@ -205,7 +205,7 @@ def summarize(rec: Records, mask: Optional[Tensor] = None) -> dict[str, float]:
     }
     for key in rec:  # the share of saturated attention rows, over all heads and per head
         if key.startswith("sat_rows"):
-            suffix = key[len("sat_rows"):]
+            suffix = key[len("sat_rows") :]
             values[f"attn_saturated{suffix}"] = ratio(key, f"sat_steps{suffix}")
     out.update({k: v for k, v in values.items() if v is not None})
     return out

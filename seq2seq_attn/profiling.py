@@ -17,9 +17,7 @@ REFERENCE_SIZES = {"emb_size": 256, "hidden_size": 256, "dec_hidden_size": 512, 
 
 
 def reference_model(src_vocab: int, trg_vocab: int, flow: str, attention: str, input_feed: bool) -> Seq2Seq:
-    return build_seq2seq(
-        src_vocab, trg_vocab, attention=attention, flow=flow, input_feed=input_feed, **REFERENCE_SIZES
-    )
+    return build_seq2seq(src_vocab, trg_vocab, attention=attention, flow=flow, input_feed=input_feed, **REFERENCE_SIZES)
 
 
 def reference_optimizer(model: torch.nn.Module) -> torch.optim.Adam:

@@ -16,8 +16,13 @@ def ablate_command(argv: list[str]) -> None:
     parser.add_argument("grid", help="grid file, e.g. experiments/ablations/toy_reverse.yaml")
     parser.add_argument("--out", help="run folder (default: $S2S_RUNS_ROOT/ablations/<grid name>, else runs/...)")
     parser.add_argument("--publish", metavar="DIR", help="copy each finished cell's small files here as it lands")
-    parser.add_argument("--set", metavar="KEY=VALUE", action="append", default=[],
-                        help="a setting for every cell beside the grid's fixed ones, e.g. trainer.accelerator=gpu")
+    parser.add_argument(
+        "--set",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="a setting for every cell beside the grid's fixed ones, e.g. trainer.accelerator=gpu",
+    )
     parser.add_argument("--jobs", type=int, default=0, help="cells run in parallel (default: cores, at most 8)")
     parser.add_argument("--retry-failed", action="store_true", help="run cells that failed before again")
     parser.add_argument("--dry-run", action="store_true", help="list the cells that would run, run nothing")

@@ -21,6 +21,7 @@ FIXTURE_CORPORA = Path(__file__).resolve().parent / "data" / "corpora"
 os.environ["S2S_DATA_ROOT"] = str(FIXTURE_CORPORA)
 torch.set_num_threads(1)
 
+
 @pytest.fixture
 def real_corpus(request, monkeypatch):
     """``real_corpus(name)``: the folder of a full corpus, for tests marked ``corpus`` (and the data root

@@ -38,9 +38,7 @@ class ScriptedModel:
         return rows, rows
 
     def decode_step(self, prev: Tensor, state: Rows, memory: Rows) -> StepResult:
-        prefixes = tuple(
-            p if token == BOS else (*p, token) for p, token in zip(state.prefixes, prev.tolist())
-        )
+        prefixes = tuple(p if token == BOS else (*p, token) for p, token in zip(state.prefixes, prev.tolist()))
         table = [self.probs(int(s), p) for s, p in zip(state.sentence.tolist(), prefixes)]
         log_probs = torch.tensor(table, dtype=torch.float32).log()  # (N, V)
         weights = None

@@ -31,6 +31,7 @@ def tiny_corpus(folder, n=40):
         write(folder, f"{split}.en", trg)
     return folder
 
+
 def check_multi30k_slice(folder: Path, min_vocab: int) -> None:
     dm = ParallelDataModule("multi30k", "de", "en", max_train=500, max_eval=30, min_freq=1)
     dm.setup("fit")
@@ -49,6 +50,7 @@ def test_multi30k_slice_from_the_data_root():
 @pytest.mark.corpus
 def test_multi30k_slice_from_the_full_corpus(real_corpus):
     check_multi30k_slice(real_corpus("multi30k"), min_vocab=500)
+
 
 def test_bad_inputs_fail_in_one_line(tmp_path):
     folder = tiny_corpus(tmp_path / "ok")
@@ -89,6 +91,7 @@ def test_empty_lines_dropped_in_training_kept_in_evaluation(tmp_path):
         dm = ParallelDataModule(None, "de", "en", data_dir=str(folder), min_freq=1)
     dm.setup("test")
     assert len(dm.datasets["train"]) == 10 and len(dm.datasets["test"]) == 2
+
 
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args):

@@ -73,13 +73,16 @@ class MallInfo(ctypes.Structure):
 libc = ctypes.CDLL("libc.so.6")
 libc.mallinfo.restype = MallInfo
 """
-RETAINED = MALLINFO + """
+RETAINED = (
+    MALLINFO
+    + """
 if sys.argv[1] == "keep":
     assert cpu.keep_freed_memory()
 x = torch.ones(40 << 18)  # 40 MB, as a step's logits
 del x
 print(libc.mallinfo().fordblks >> 20)  # MB freed but still mapped, for the next step to reuse
 """
+)
 
 
 @pytest.mark.parametrize("mode,retained", [("keep", True), ("default", False)])
@@ -90,7 +93,9 @@ def test_freed_memory_stays_in_the_process(mode, retained):
     assert (int(retained_mb) >= 40) is retained
 
 
-LIBRARY_USE = MALLINFO + """
+LIBRARY_USE = (
+    MALLINFO
+    + """
 from seq2seq_attn.cpu import denormal_matrix
 from seq2seq_attn.inference import load_model
 from seq2seq_attn.lit_module import Seq2SeqLitModule
@@ -104,6 +109,7 @@ print(int((denormal_matrix(1, 8) * 1.0).count_nonzero()))  # main thread's mode
 print(int((denormal_matrix(256, 512) @ torch.ones(512, 512)).count_nonzero()))  # the pool's
 print(libc.mallinfo().fordblks >> 20)
 """
+)
 
 
 def test_building_and_loading_a_model_leave_the_process_alone(tmp_path):

@@ -104,8 +104,10 @@ def test_beam_returns_the_best_hypothesis_it_finished(beam, alpha, monkeypatch):
     for sentence in range(6):
         assert hyp.scores[sentence].item() == pytest.approx(max(offered[sentence]), abs=1e-6)
         n = int(hyp.lengths[sentence])
-        tokens = tuple(hyp.tokens[sentence, : n + 1].tolist()) if n < hyp.tokens.size(1) else tuple(
-            hyp.tokens[sentence].tolist()
+        tokens = (
+            tuple(hyp.tokens[sentence, : n + 1].tolist())
+            if n < hyp.tokens.size(1)
+            else tuple(hyp.tokens[sentence].tolist())
         )
         lp = float(length_penalty(torch.tensor(len(tokens)), alpha))
         assert score(probs, sentence, tokens) / lp == pytest.approx(hyp.scores[sentence].item(), abs=1e-5)
@@ -132,8 +134,10 @@ def test_beam_one_scores_at_least_what_greedy_scores(seed):
     greedy = greedy_search(ScriptedModel(probs), src, lengths, settings)
     for alpha in (0.0, 1.0):
         beam = beam_search(ScriptedModel(probs), src, lengths, SearchSettings(1, alpha, 0.0, 5))
-        lp = length_penalty(greedy.lengths + (greedy.tokens.gather(1, greedy.lengths.clamp(max=4)[:, None]) == EOS)
-                            .squeeze(1).long(), alpha)
+        lp = length_penalty(
+            greedy.lengths + (greedy.tokens.gather(1, greedy.lengths.clamp(max=4)[:, None]) == EOS).squeeze(1).long(),
+            alpha,
+        )
         assert (beam.scores >= greedy.scores / lp - 1e-6).all()
         if alpha == 0.0:  # without a length penalty nothing can beat greedy's early stop: the same outputs
             assert torch.equal(beam.tokens, greedy.tokens)

@@ -142,8 +142,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--work", required=True, help="the peer's own files (outside the repository)")
     parser.add_argument("--onmt", required=True, help="the bin folder of a venv with OpenNMT-py 3.5.1")
-    parser.add_argument("--out", default=f"docs/results/bible_en_es_attention/cells/{CELL}",
-                        help="a cell folder of an ablation's published results: its report includes the peer")
+    parser.add_argument(
+        "--out",
+        default=f"docs/results/bible_en_es_attention/cells/{CELL}",
+        help="a cell folder of an ablation's published results: its report includes the peer",
+    )
     parser.add_argument("--steps", type=int, default=1600)
     parser.add_argument("--every", type=int, default=200)
     parser.add_argument("--seed", type=int, default=1)

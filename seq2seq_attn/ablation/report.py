@@ -18,6 +18,8 @@ from seq2seq_attn.plots import draw_heatmap
 from seq2seq_attn.results import plain, write_atomic, write_csv
 
 FIXED_COLUMNS = ["cell", "bucket", "lo", "hi", "extrapolation", "train_max_length", "metric", "value", "count"]
+
+
 def _column(key: str) -> str:
     """``model.attention`` -> ``attention``; ``model.cell`` -> ``rnn_cell`` (``cell`` names the grid cell)."""
     name = key.split(".")[-1]

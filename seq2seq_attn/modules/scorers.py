@@ -234,9 +234,7 @@ class TanhEnergy(torch.autograd.Function):
 class AdditiveScorer(TanhScorer):
     """Bahdanau et al. 2015, App. A.1.2: ``e = vᵀ tanh(W q + U h)``; ``U h`` is precomputed."""
 
-    def __init__(
-        self, query_size: int, key_size: int, attn_size: Optional[int] = None, coverage: bool = False
-    ) -> None:
+    def __init__(self, query_size: int, key_size: int, attn_size: Optional[int] = None, coverage: bool = False) -> None:
         super().__init__(query_size, key_size, attn_size, coverage)
         self.query_proj = nn.Linear(query_size, self.attn_size, bias=False)
         self.key_proj = nn.Linear(key_size, self.attn_size, bias=False)
@@ -258,9 +256,7 @@ class ConcatScorer(TanhScorer):
 
     raw_weights = ("v", "weight")
 
-    def __init__(
-        self, query_size: int, key_size: int, attn_size: Optional[int] = None, coverage: bool = False
-    ) -> None:
+    def __init__(self, query_size: int, key_size: int, attn_size: Optional[int] = None, coverage: bool = False) -> None:
         super().__init__(query_size, key_size, attn_size, coverage)
         self.weight = nn.Linear(query_size + key_size, self.attn_size, bias=False)
 
