@@ -106,13 +106,16 @@ def environment_info() -> dict[str, Any]:
 
     commit = git("rev-parse", "HEAD")
     dirty = bool(git("status", "--porcelain", "--untracked-files=no")) if commit else None
+    import torch
+
     from seq2seq_attn.precision import cpu_description
 
     cpu, flags = cpu_description()
     return {
         "python": platform.python_version(),
         "platform": platform.platform(),
-        "cpu": {"model": cpu, "flags": flags, "cores": os.cpu_count()},  # the flags that decide bf16/int8 speed
+        # the flags decide bf16/int8 speed; threads: the intra-op threads this process trains with
+        "cpu": {"model": cpu, "flags": flags, "cores": os.cpu_count(), "threads": torch.get_num_threads()},
         "packages": versions,
         "git_commit": commit,
         "git_dirty": dirty,

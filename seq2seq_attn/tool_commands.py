@@ -24,12 +24,20 @@ def ablate_command(argv: list[str]) -> None:
         help="a setting for every cell beside the grid's fixed ones, e.g. trainer.accelerator=gpu",
     )
     parser.add_argument("--jobs", type=int, default=0, help="cells run in parallel (default: cores, at most 8)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="OpenMP threads per cell (default: the cores shared among the cells running at once)",
+    )
     parser.add_argument("--retry-failed", action="store_true", help="run cells that failed before again")
     parser.add_argument("--dry-run", action="store_true", help="list the cells that would run, run nothing")
     parser.add_argument("--emit-sweep", metavar="SWEEP.yaml", help="write the grid as a W&B sweep config, run nothing")
     args = parser.parse_args(argv)
     if args.jobs < 0:
         raise ConfigError(f"--jobs must be >= 0, got {args.jobs}")
+    if args.threads < 0:
+        raise ConfigError(f"--threads must be >= 0 (0: share the cores among the cells), got {args.threads}")
     if args.emit_sweep:
         from seq2seq_attn.ablation.grid import Grid
         from seq2seq_attn.ablation.runner import default_out
@@ -38,7 +46,10 @@ def ablate_command(argv: list[str]) -> None:
         grid = Grid.load(args.grid)
         emit_sweep(grid, args.emit_sweep, Path(args.out) if args.out else default_out(grid))
         return
-    ablate(args.grid, args.out, args.jobs, args.retry_failed, args.dry_run, args.publish, _settings(args.set))
+    settings = _settings(args.set)
+    ablate(
+        args.grid, args.out, args.jobs, args.retry_failed, args.dry_run, args.publish, settings, args.threads or None
+    )
 
 
 def _settings(pairs: list[str]) -> dict:

@@ -357,3 +357,13 @@ def test_set_adds_a_setting_to_every_cell_without_renaming_them(tmp_path, capsys
     err = capsys.readouterr().err
     assert stop.value.code == 2 and "--set model.attention: that key is an axis of the grid" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_threads_sets_each_cells_threads_and_the_cell_records_them(tmp_path, capsys):
+    grid = write_grid(tmp_path, {"model.attention": ["dot"]})
+    main(["ablate", str(grid), "--out", str(tmp_path / "out"), "--jobs", "1", "--threads", "1"])
+    environment = json.loads((tmp_path / "out" / "cells" / "attention=dot" / "environment.json").read_text())
+    assert environment["cpu"]["threads"] == 1
+    with pytest.raises(SystemExit) as stop:
+        main(["ablate", str(grid), "--out", str(tmp_path / "out"), "--threads", "-1"])
+    assert stop.value.code == 2 and "--threads must be >= 0" in capsys.readouterr().err

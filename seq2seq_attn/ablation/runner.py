@@ -140,10 +140,13 @@ def _describe(out: Path, cell: Cell, metric: str) -> str:
     return "FAILED: the process ended without a result (see log.txt)"
 
 
-def run_cells(out: Path, grid: Grid, todo: list[Cell], jobs: int, publish: Optional[Path] = None) -> None:
-    """At most ``jobs`` cells at a time; results.csv is refreshed after each one (and the cell's small files
-    copied to ``publish``, with its results.csv, as it finishes)."""
-    threads = max(1, (os.cpu_count() or 1) // jobs)
+def run_cells(
+    out: Path, grid: Grid, todo: list[Cell], jobs: int, publish: Optional[Path] = None, threads: Optional[int] = None
+) -> None:
+    """At most ``jobs`` cells at a time, each with ``threads`` OpenMP threads (default: the cores shared among
+    the ``jobs``); results.csv is refreshed after each one (and the cell's small files copied to ``publish``,
+    with its results.csv, as it finishes)."""
+    threads = threads or max(1, (os.cpu_count() or 1) // jobs)
     pending, running, finished = list(todo), {}, 0
     try:
         while pending or running:
@@ -179,13 +182,16 @@ def ablate(
     dry_run: bool = False,
     publish: Optional[str] = None,
     settings: Optional[dict] = None,
+    threads: Optional[int] = None,
 ) -> Path:
     """Run what is missing of the grid, then write the results table, summary and plots.
 
     ``publish``: a second folder (in a repository, say) that receives each finished cell's small files as it
     lands, and the report at the end, while checkpoints and logs stay in ``out``. ``settings``: overrides
     for every cell on top of the grid's ``fixed`` (``{"trainer.accelerator": "gpu"}`` runs the same cells on a
-    GPU); like ``fixed`` they are not part of the cells' names, and each cell's config.yaml records them."""
+    GPU); like ``fixed`` they are not part of the cells' names, and each cell's config.yaml records them.
+    ``threads``: OpenMP threads per cell; by default the cores are shared among the cells that run at once,
+    so a lone last cell gets them all (pass it when another job shares the machine)."""
     grid = Grid.load(grid_path)
     axes = sorted(set(settings or {}) & set(grid.grid))
     if axes:  # the cell's own value would silently win over it
@@ -221,7 +227,7 @@ def ablate(
         shutil.copyfile(grid.path, out_dir / "grid.yaml")
         jobs = jobs or min(os.cpu_count() or 1, 8)
         start = time.time()
-        run_cells(out_dir, grid, todo, max(1, min(jobs, len(todo) or 1)), publish_dir)
+        run_cells(out_dir, grid, todo, max(1, min(jobs, len(todo) or 1)), publish_dir, threads)
         if todo:
             print(f"ran {len(todo)} cell(s) in {time.time() - start:.0f} s")
         write_results_csv(out_dir)
