@@ -2,6 +2,7 @@
 
 import csv
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -367,3 +368,31 @@ def test_threads_sets_each_cells_threads_and_the_cell_records_them(tmp_path, cap
     with pytest.raises(SystemExit) as stop:
         main(["ablate", str(grid), "--out", str(tmp_path / "out"), "--threads", "-1"])
     assert stop.value.code == 2 and "--threads must be >= 0" in capsys.readouterr().err
+
+
+def test_gpu_grid_script_runs_only_missing_cells_and_packs_them(tmp_path):
+    """scripts/gpu_grid.sh on the CPU: the first run packs its cell; given that cell as published, the
+    second run of a larger grid trains only the new cell and packs both."""
+    import subprocess
+    import sys
+    import tarfile
+
+    env = {**os.environ, "PY": sys.executable, "GPU_GRID_DEVICE": "cpu", "OMP_NUM_THREADS": "1",
+           "BUDGET_SECONDS": "300", "S2S_RUNS_ROOT": str(tmp_path / "runs1")}  # fmt: skip
+    first = write_grid(tmp_path, {"model.attention": ["dot"]})
+    script = ["bash", str(ROOT / "scripts" / "gpu_grid.sh")]
+    done = subprocess.run(script, cwd=ROOT, capture_output=True, text=True, check=True,
+                          env={**env, "GRID": str(first), "ARCHIVE": str(tmp_path / "one.tar.gz")})  # fmt: skip
+    assert "packed 1 finished cell(s)" in done.stdout
+    published = tmp_path / "published"
+    with tarfile.open(tmp_path / "one.tar.gz") as archive:
+        archive.extractall(published, filter="data")
+    assert (published / "cells" / "attention=dot" / "result.json").is_file()
+    second = write_grid(tmp_path, {"model.attention": ["dot", "general"]})
+    env.update(GRID=str(second), PUBLISHED=str(published), ARCHIVE=str(tmp_path / "two.tar.gz"))
+    env["S2S_RUNS_ROOT"] = str(tmp_path / "runs2")
+    done = subprocess.run(script, cwd=ROOT, capture_output=True, text=True, check=True, env=env)
+    assert "2 cells, 1 finished earlier, 0 failed earlier, 1 to run" in done.stdout
+    with tarfile.open(tmp_path / "two.tar.gz") as archive:
+        names = archive.getnames()
+    assert "cells/attention=general/result.json" in names and "summary.md" in names
