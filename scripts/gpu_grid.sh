@@ -27,10 +27,12 @@ if [ "$DEVICE" = cuda ] && ! $PY -c "import sys, torch; sys.exit(0 if torch.cuda
     echo "no CUDA device visible: nothing to run (the grid runs on the CPU with seq2seq-attn ablate)"
     exit 0
 fi
-runs=${S2S_RUNS_ROOT:-$(mktemp -d)}
+export S2S_RUNS_ROOT=${S2S_RUNS_ROOT:-$(mktemp -d)}
 stage=$(mktemp -d)
-name=$($PY -c "import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))['name'])" "$GRID")
-cells="$runs/ablations/$name/cells"
+cells="$($PY -c "import sys
+from seq2seq_attn.ablation.grid import Grid
+from seq2seq_attn.ablation.runner import default_out
+print(default_out(Grid.load(sys.argv[1])))" "$GRID")/cells"   # where ablate looks for finished cells
 mkdir -p "$cells"
 if [ -n "$PUBLISHED" ] && [ -d "$PUBLISHED/cells" ]; then
     cp -r "$PUBLISHED/cells/." "$cells/"
