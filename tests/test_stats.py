@@ -1,10 +1,19 @@
-"""Bootstrap intervals and the paired bootstrap test, on known distributions and on text."""
+"""Bootstrap intervals and the paired tests (bootstrap, approximate randomisation), on known distributions and text."""
 
 import numpy as np
 import pytest
 from sacrebleu.metrics import BLEU, CHRF
 
-from seq2seq_attn.stats import bootstrap_interval, mean_std, paired_bootstrap, sentence_statistics, text_scorer
+from seq2seq_attn.stats import (
+    approximate_randomization,
+    bootstrap_interval,
+    mean_std,
+    paired_bootstrap,
+    sentence_statistics,
+    text_scorer,
+)
+
+PAIRED_TESTS = [paired_bootstrap, approximate_randomization]
 
 
 def mean_of(summed: np.ndarray) -> float:
@@ -60,22 +69,24 @@ def sentences(seed: int, n: int = 120) -> list[str]:
     return [" ".join(rng.choice(words, size=rng.integers(5, 15))) for _ in range(n)]
 
 
-def test_paired_test_finds_no_difference_between_identical_systems():
+@pytest.mark.parametrize("paired_test", PAIRED_TESTS)
+def test_paired_test_finds_no_difference_between_identical_systems(paired_test):
     refs, hyps = sentences(0), sentences(1)
     stats = sentence_statistics("bleu", hyps, refs)
-    result = paired_bootstrap(text_scorer("bleu"), stats, stats.copy(), resamples=300)
+    result = paired_test(text_scorer("bleu"), stats, stats.copy(), 300)
     assert result.delta == 0.0 and result.p_value == 1.0
 
 
-def test_paired_test_finds_a_clear_difference_and_not_a_made_up_one():
+@pytest.mark.parametrize("paired_test", PAIRED_TESTS)
+def test_paired_test_finds_a_clear_difference_and_not_a_made_up_one(paired_test):
     refs = sentences(0)
     good = [r if i % 4 else sentences(9, 1)[0] for i, r in enumerate(refs)]  # 3 of 4 sentences exact
     bad = sentences(1)  # unrelated word salad
     score = text_scorer("bleu")
-    clear = paired_bootstrap(score, sentence_statistics("bleu", good, refs), sentence_statistics("bleu", bad, refs))
+    clear = paired_test(score, sentence_statistics("bleu", good, refs), sentence_statistics("bleu", bad, refs))
     assert clear.delta > 30 and clear.p_value < 0.01
     # two equally good systems (the same salad generator, other seeds): no significance at 0.05
-    noise = paired_bootstrap(
+    noise = paired_test(
         score, sentence_statistics("bleu", sentences(2), refs), sentence_statistics("bleu", sentences(3), refs)
     )
     assert noise.p_value > 0.05
@@ -89,8 +100,9 @@ def test_mean_std_over_seeds():
 def test_unknown_metric_and_unpaired_inputs_are_refused():
     with pytest.raises(ValueError, match="choose one of"):
         text_scorer("ter")
-    with pytest.raises(ValueError, match="same sentences"):
-        paired_bootstrap(mean_of, bernoulli(3, 0.5, 0), bernoulli(4, 0.5, 0))
+    for paired_test in PAIRED_TESTS:
+        with pytest.raises(ValueError, match="same sentences"):
+            paired_test(mean_of, bernoulli(3, 0.5, 0), bernoulli(4, 0.5, 0))
 
 
 def test_interval_and_paired_test_give_sacrebleus_numbers_for_the_same_seed_and_resamples():
@@ -112,3 +124,21 @@ def test_interval_and_paired_test_give_sacrebleus_numbers_for_the_same_seed_and_
     paired = paired_bootstrap(score, stats_system, stats_baseline, resamples=1000, seed=12345)
     assert paired.delta == pytest.approx(sacre_system.score - sacre_baseline.score, abs=1e-9)
     assert paired.p_value == sacre_system.p_value and 0.001 < paired.p_value < 1
+
+
+@pytest.mark.parametrize("metric", ["bleu", "chrf"])
+def test_approximate_randomization_gives_sacrebleus_p_value_for_the_same_seed_and_trials(metric):
+    from sacrebleu.significance import PairedTest
+
+    refs = sentences(0, 200)
+    baseline = [r if i % 3 else sentences(7, 1)[0] for i, r in enumerate(refs)]  # 2 of 3 sentences exact
+    system = [r if i % 5 < 3 else sentences(8, 1)[0] for i, r in enumerate(refs)]  # 3 of 5 exact: close
+    sacre_metric = {"bleu": BLEU, "chrf": CHRF}[metric]()
+    test = PairedTest([("baseline", baseline), ("system", system)], {"m": sacre_metric}, [refs], test_type="ar",
+                      n_samples=1000)  # fmt: skip
+    _, results = test()
+    sacre_baseline, sacre_system = next(v for k, v in results.items() if k != "System")  # keyed by its name
+    stats_baseline, stats_system = (sentence_statistics(metric, h, refs) for h in (baseline, system))
+    ar = approximate_randomization(text_scorer(metric), stats_system, stats_baseline, trials=1000, seed=12345)
+    assert ar.delta == pytest.approx(sacre_system.score - sacre_baseline.score, abs=1e-9)
+    assert ar.p_value == sacre_system.p_value and 0.001 < ar.p_value < 1

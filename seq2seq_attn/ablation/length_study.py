@@ -5,8 +5,9 @@ reference) and ``val_history.jsonl`` (every validation, overall and per bucket).
 without checkpoints, :func:`write_length_study` writes into the ablation folder:
 
 - ``statistics.csv``: per cell, bucket and metric (BLEU, chrF) the score with its 95% bootstrap interval;
-- ``significance.csv``: per pair of models, seed, bucket and metric the difference and the p-value of
-  the paired bootstrap test (:mod:`seq2seq_attn.stats`);
+- ``significance.csv``: per pair of models, seed, bucket and metric the difference and the p-values of
+  the paired bootstrap test (``p_value``) and of approximate randomisation (``p_value_ar``)
+  (:mod:`seq2seq_attn.stats`);
 - ``length_curve.png``: BLEU against source length, a line per model (mean over seeds) and a band
   spanning the seeds' 95% intervals: the look of Bahdanau et al.'s Fig. 2;
 - ``training_gap.png``: BLEU per length bucket at every validation, for the bottleneck and the
@@ -27,7 +28,15 @@ import torch
 
 from seq2seq_attn.metrics import DEFAULT_BUCKETS, SATURATED, bucket_index, buckets, title
 from seq2seq_attn.results import TRANSLATIONS, plain, read_jsonl_gz, write_csv
-from seq2seq_attn.stats import bootstrap_interval, mean_std, paired_bootstrap, sentence_statistics, text_scorer
+from seq2seq_attn.stats import (
+    RESAMPLES,
+    approximate_randomization,
+    bootstrap_interval,
+    mean_std,
+    paired_bootstrap,
+    sentence_statistics,
+    text_scorer,
+)
 
 TEXT_METRICS = ("bleu", "chrf")
 ALL = "all"
@@ -70,7 +79,8 @@ def cell_statistics(folder: Path, edges: Sequence[int]) -> tuple[list[dict], dic
 
 
 def significance(cells: pd.DataFrame, saved: dict, edges: Sequence[int]) -> list[dict]:
-    """Paired bootstrap test of every pair of models, seed by seed, per bucket and metric."""
+    """Paired bootstrap and approximate randomisation tests of every pair of models, seed by seed, per bucket
+    and metric."""
     out = []
     models = sorted(cells.model.unique(), key=lambda m: (not m.startswith("none"), m))
     for model_a, model_b in itertools.combinations(models, 2):
@@ -81,8 +91,10 @@ def significance(cells: pd.DataFrame, saved: dict, edges: Sequence[int]) -> list
                 for metric in TEXT_METRICS:
                     a, b = saved[cell_a]["stats"][metric][members], saved[cell_b]["stats"][metric][members]
                     result = paired_bootstrap(text_scorer(metric), b, a)
+                    randomised = approximate_randomization(text_scorer(metric), b, a)
                     pair = {"model_a": model_a, "model_b": model_b, "seed": seed, "bucket": label, "lo": lo}
-                    out.append({**pair, "metric": metric, "delta_b_minus_a": result.delta, "p_value": result.p_value})
+                    out.append({**pair, "metric": metric, "delta_b_minus_a": result.delta, "p_value": result.p_value,
+                                "p_value_ar": randomised.p_value})  # fmt: skip
     return out
 
 
@@ -107,7 +119,7 @@ def _table(stats: pd.DataFrame, metric: str) -> str:
 
 
 def _significance_table(sig: pd.DataFrame, metric: str) -> str:
-    """Markdown: per pair of models and bucket, the mean difference and the largest p over seeds."""
+    """Markdown: per pair of models and bucket, the mean difference and each test's largest p over seeds."""
     part = sig[sig.metric == metric]
     order = [ALL, *part[part.bucket != ALL].sort_values("lo").bucket.drop_duplicates()]
     lines = ["| B − A | " + " | ".join(order) + " |", "|" + "---|" * (len(order) + 1)]
@@ -115,8 +127,9 @@ def _significance_table(sig: pd.DataFrame, metric: str) -> str:
         cells = []
         for bucket in order:
             r = rows[rows.bucket == bucket]
-            mark = "" if r.p_value.max() < 0.05 else " (n.s.)"
-            cells.append(f"{r.delta_b_minus_a.mean():+.1f}, p ≤ {r.p_value.max():.3f}{mark}")
+            p_bootstrap, p_randomised = r.p_value.max(), r.p_value_ar.max()
+            mark = "" if max(p_bootstrap, p_randomised) < 0.05 else " (n.s.)"
+            cells.append(f"{r.delta_b_minus_a.mean():+.1f}, p ≤ {p_bootstrap:.3f} / {p_randomised:.3f}{mark}")
         lines.append(f"| {b} − {a} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -340,7 +353,9 @@ def write_length_study(out: Path, df: pd.DataFrame, edges: Sequence[int] = DEFAU
                   "at least two source positions) whose largest weight is above 0.99; score range: the median of "
                   "the largest minus the smallest energy of a row.", "", dev]  # fmt: skip
     if not sig.empty:
-        parts += ["", "### Paired bootstrap tests (BLEU)", "",
-                  "Difference B − A (mean over seeds) and the largest p-value over seeds; n.s. = p ≥ 0.05.", "",
+        parts += ["", "### Paired tests (BLEU)", "",
+                  "Difference B − A (mean over seeds), then the largest p-value over seeds of the paired bootstrap "
+                  f"and of approximate randomisation ({RESAMPLES:,} resamples and trials, sacreBLEU's seed); "
+                  "n.s. = either p ≥ 0.05.", "",
                   _significance_table(sig, "bleu")]  # fmt: skip
     return written, "\n".join(parts)
