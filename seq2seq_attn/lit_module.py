@@ -211,6 +211,7 @@ class Seq2SeqLitModule(pl.LightningModule):
         self._predictions: list[tuple[int, str]] = []
         self.tokenizers: Optional[dict[str, str]] = None  # JSON of the text tokenizers, if any
         self._fit_started: Optional[float] = None
+        self._seconds_before = 0.0  # training seconds of the earlier attempts of a resumed fit (checkpointed)
         self._coverage_from = 0  # the update the coverage loss starts at (set when training starts)
 
     # -- vocabulary travels with the checkpoint ---------------------------------
@@ -230,6 +231,8 @@ class Seq2SeqLitModule(pl.LightningModule):
             checkpoint["vocab"] = {"src": self.src_vocab.itos, "trg": self.trg_vocab.itos}
         if self.tokenizers:
             checkpoint["tokenizers"] = self.tokenizers
+        if self._fit_started is not None:
+            checkpoint["fit_seconds"] = self.fit_seconds()
 
     def load_state_dict(self, state_dict: dict[str, Any], strict: bool = True, assign: bool = False) -> Any:
         """nn.Module's, after a one-line error for weights this code no longer reads with the same function."""
@@ -242,6 +245,7 @@ class Seq2SeqLitModule(pl.LightningModule):
         return super().load_state_dict(state_dict, strict=strict, assign=assign)
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        self._seconds_before = float(checkpoint.get("fit_seconds", 0.0))  # a resumed fit counts on from there
         saved = checkpoint.get("hyper_parameters", {})
         for key in ARCHITECTURE_KEYS:
             if key in saved and saved[key] != self.hparams.get(key):
@@ -267,6 +271,12 @@ class Seq2SeqLitModule(pl.LightningModule):
             write_json(run_dir / "environment.json", environment_info())
             if self.datamodule() is not None:  # the tokenizers are inside every checkpoint too
                 self.datamodule().save_tokenizers(run_dir)
+
+    def fit_seconds(self) -> Optional[float]:
+        """Seconds of training so far, over every attempt of a resumed fit; None before fit starts."""
+        if self._fit_started is None:
+            return None
+        return self._seconds_before + time.monotonic() - self._fit_started
 
     def on_train_start(self) -> None:
         self._coverage_from = self.coverage_start()
@@ -338,8 +348,7 @@ class Seq2SeqLitModule(pl.LightningModule):
         """One line per validation in ``val_history.jsonl``: step, training seconds, overall and per bucket."""
         folder = Path(self.trainer.log_dir or self.trainer.default_root_dir)  # a collective: every process asks
         if self.trainer.is_global_zero:
-            seconds = time.monotonic() - self._fit_started if self._fit_started is not None else None
-            record = {"step": self.global_step, "epoch": self.current_epoch, "seconds": seconds}
+            record = {"step": self.global_step, "epoch": self.current_epoch, "seconds": self.fit_seconds()}
             append_jsonl(folder / "val_history.jsonl", {**record, "overall": overall, "buckets": buckets})
 
     def on_test_epoch_start(self) -> None:

@@ -304,7 +304,8 @@ def test_a_cell_killed_midway_continues_from_its_last_checkpoint_to_the_same_res
     first = run(tmp_path / "killed", grid)
     cell = tmp_path / "killed" / "cells" / "seed_everything=3"
     assert "FAILED: the process ended without a result" in first.stdout and not (cell / "result.json").exists()
-    assert torch.load(cell / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 5
+    killed_at = torch.load(cell / "checkpoints" / "last.ckpt", weights_only=True)
+    assert killed_at["global_step"] == 5
     second = run(tmp_path / "killed", grid)
     assert second.returncode == 0 and "1 to run" in second.stdout, second.stderr[-2000:]
     resumed = json.loads((cell / "result.json").read_text())
@@ -312,6 +313,9 @@ def test_a_cell_killed_midway_continues_from_its_last_checkpoint_to_the_same_res
     assert resumed["steps"] == uninterrupted["steps"] == 8
     assert resumed["overall"] == uninterrupted["overall"] and resumed["buckets"] == uninterrupted["buckets"]
     assert resumed["train_seconds"] > resumed["fit_seconds"]  # both attempts count, not only the resumed one
+    # the learning curve's clock runs on through the resume: from the seconds the checkpoint carries
+    seconds = [json.loads(line)["seconds"] for line in (cell / "val_history.jsonl").read_text().splitlines()]
+    assert len(seconds) == 4 and seconds[1] < killed_at["fit_seconds"] < seconds[2] < seconds[3]
 
     # killed while testing: the rerun tests the same best checkpoint and reports the same training
     stopping = [{"class_path": "faults.KillAtTest"}, *early_stopping(1)]
