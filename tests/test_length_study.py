@@ -5,7 +5,7 @@ import random
 
 import pandas as pd
 
-from seq2seq_attn.ablation.length_study import read_history
+from seq2seq_attn.ablation.length_study import curve_styles, read_history
 from seq2seq_attn.ablation.report import write_report, write_results_csv
 from seq2seq_attn.metrics import DEFAULT_BUCKETS
 from seq2seq_attn.results import TRANSLATIONS, write_json, write_jsonl_gz
@@ -131,3 +131,21 @@ def test_a_resumed_cell_history_keeps_one_validation_per_step_the_later_one(tmp_
     assert [h["step"] for h in history] == [200, 400, 600, 800]
     assert history[2]["overall"]["bleu"] == 3.5
     assert read_history(tmp_path / "missing") == []
+
+
+def test_curve_styles_tell_every_model_and_cap_apart_as_fig_2_does():
+    capped = ["none (no attention), train_max_words=30", "none (no attention), train_max_words=50",
+              "bahdanau + additive, train_max_words=30", "bahdanau + additive, train_max_words=50",
+              "transformer, train_max_words=50"]  # fmt: skip
+    styles = curve_styles(capped)
+    assert len({(s["color"], s["ls"]) for s in styles.values()}) == len(capped)  # no two curves alike
+    bottleneck = [styles[m] for m in capped[:2]]
+    assert all(s["color"] == "black" for s in bottleneck) and [s["ls"] for s in bottleneck] == ["--", "-"]
+    additive = [styles[m] for m in capped[2:4]]
+    assert additive[0]["color"] == additive[1]["color"] != "black" and [s["ls"] for s in additive] == ["--", "-"]
+    assert styles[capped[4]]["color"] not in ("black", additive[0]["color"]) and styles[capped[4]]["ls"] == "-"
+    # one cap: the bottleneck is the dashed black baseline, attention models solid in their own colours
+    single = curve_styles(["none (no attention)", "luong + dot", "luong + general"])
+    assert single["none (no attention)"] == {"color": "black", "ls": "--"}
+    assert single["luong + dot"]["ls"] == single["luong + general"]["ls"] == "-"
+    assert single["luong + dot"]["color"] != single["luong + general"]["color"]

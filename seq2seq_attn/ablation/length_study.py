@@ -170,6 +170,37 @@ def ratio_table(stats: pd.DataFrame, caps: dict[str, int], reference: str = "11-
     return "\n".join(lines)
 
 
+CAP_KEY = "train_max_words="  # how a model label names its training cap (a grid key of the -30/-50 protocol)
+CAP_STYLES = ["-", "--", ":", "-."]  # the longest cap solid, shorter ones dashed, then dotted
+
+
+def family(model: str) -> str:
+    """A model label without its training cap: the models a -30/-50 grid trains twice share it."""
+    return ", ".join(part for part in model.split(", ") if not part.startswith(CAP_KEY))
+
+
+def label_cap(model: str) -> int:
+    """The training cap a model label names (0 when it names none)."""
+    return max([int(part[len(CAP_KEY) :]) for part in model.split(", ") if part.startswith(CAP_KEY)] or [0])
+
+
+def curve_styles(models: Sequence[str]) -> dict[str, dict]:
+    """Colour per model family (the bottleneck black), line style per training cap within the family (as in
+    Bahdanau et al.'s Fig. 2: -50 solid, -30 dashed); a lone bottleneck stays dashed, as the baseline."""
+    import matplotlib.pyplot as plt
+
+    families = sorted({family(m) for m in models}, key=lambda f: (f.startswith("none"), f))
+    palette = iter(plt.get_cmap("tab10").colors)
+    styles = {}
+    for name in families:
+        colour = "black" if name.startswith("none") else next(palette, "grey")
+        members = sorted((m for m in models if family(m) == name), key=label_cap, reverse=True)
+        for rank, model in enumerate(members):
+            lone_baseline = len(members) == 1 and name.startswith("none")
+            styles[model] = {"color": colour, "ls": "--" if lone_baseline else CAP_STYLES[rank % len(CAP_STYLES)]}
+    return styles
+
+
 def plot_length_curve(stats: pd.DataFrame, path: Path, metric: str = "bleu", caps: Optional[dict] = None) -> Path:
     """BLEU per bucket, a line per model; with ``caps`` (:func:`training_caps`), the buckets beyond a model's
     training cap are drawn with open markers, and each cap is a vertical line."""
@@ -181,12 +212,12 @@ def plot_length_curve(stats: pd.DataFrame, path: Path, metric: str = "bleu", cap
     caps = caps or {}
     part = stats[(stats.metric == metric) & (stats.bucket != ALL)]
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    styles = curve_styles(list(part.model.unique()))
     for model in sorted(part.model.unique(), key=lambda m: (m.startswith("none"), m)):
         rows = part[part.model == model]
         by_bucket = rows.groupby("lo").agg(score=("score", "mean"), low=("ci_low", "min"), high=("ci_high", "max"))
         x = by_bucket.index.to_numpy() + 4.5  # the bucket's middle word count
-        style = dict(ls="--", color="black") if model.startswith("none") else {}
-        line = ax.plot(x, by_bucket.score, marker="o", ms=3, label=model, **style)[0]
+        line = ax.plot(x, by_bucket.score, marker="o", ms=3, label=model, **styles[model])[0]
         ax.fill_between(x, by_bucket.low, by_bucket.high, alpha=0.15, color=line.get_color())
         beyond = by_bucket.index.to_numpy() > caps.get(model, float("inf"))
         if beyond.any():  # beyond the longest training sentence: open markers
@@ -294,14 +325,17 @@ def plot_learning_curves(out: Path, cells: pd.DataFrame, path: Path, metric: str
     if not histories:
         return None
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.4))
+    styles = curve_styles(sorted({model for model, _ in histories}))
+    seeds = sorted({seed for _, seed in histories}, key=str)
+    markers = {seed: ".x+^v"[k % 5] for k, seed in enumerate(seeds)}  # a model's seeds share its style
     for (model, seed), history in sorted(histories.items(), key=lambda kv: (kv[0][0].startswith("none"), kv[0])):
-        style = dict(ls="--", color="black") if model.startswith("none") else {}
-        label = f"{model} (seed {seed})"
+        style = {**styles[model], "marker": markers[seed]}
         points = [(h["step"], h["overall"][metric]) for h in history if metric in h["overall"]]
-        line = axes[0].plot(*zip(*points), marker=".", label=label, **style)[0] if points else None
+        if points:
+            axes[0].plot(*zip(*points), label=f"{model} (seed {seed})", **style)
         sat = [(h["step"], h["overall"]["attn_saturated"]) for h in history if "attn_saturated" in h["overall"]]
-        if sat and line is not None:
-            axes[1].plot(*zip(*sat), marker=".", color=line.get_color(), ls=line.get_linestyle())
+        if sat and points:
+            axes[1].plot(*zip(*sat), **style)
     axes[0].set_ylabel(f"dev {title(metric)} (greedy)")
     axes[1].set_ylabel(f"attention rows with a weight above {SATURATED}")
     for ax in axes:
