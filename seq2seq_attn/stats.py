@@ -92,16 +92,22 @@ class PairedResult(NamedTuple):
     p_value: float  # chance of a difference at least this large if the systems were equally good
 
 
+def _observed_difference(score: Scorer, stats_a: np.ndarray, stats_b: np.ndarray) -> tuple[float, int]:
+    """The score of a minus that of b on all sentences (nan without any), and the number of sentences."""
+    if len(stats_a) != len(stats_b):
+        raise ValueError(f"paired test needs the same sentences: {len(stats_a)} vs {len(stats_b)}")
+    if len(stats_a) == 0:
+        return float("nan"), 0
+    return score(stats_a.sum(0)) - score(stats_b.sum(0)), len(stats_a)
+
+
 def paired_bootstrap(
     score: Scorer, stats_a: np.ndarray, stats_b: np.ndarray, resamples: int = RESAMPLES, seed: int = SEED
 ) -> PairedResult:
     """Paired bootstrap resampling test of two systems on the same sentences (rows aligned)."""
-    if len(stats_a) != len(stats_b):
-        raise ValueError(f"paired test needs the same sentences: {len(stats_a)} vs {len(stats_b)}")
-    n = len(stats_a)
+    delta, n = _observed_difference(score, stats_a, stats_b)
     if n == 0:
-        return PairedResult(float("nan"), float("nan"))
-    delta = score(stats_a.sum(0)) - score(stats_b.sum(0))
+        return PairedResult(delta, float("nan"))
     index = np.random.default_rng(seed).integers(0, n, size=(resamples, n))  # the same resamples for both
     diffs = np.abs(_resample_scores(score, stats_a, index) - _resample_scores(score, stats_b, index))
     centred = diffs - diffs.mean()  # the null: no difference beyond resampling noise
@@ -113,12 +119,9 @@ def approximate_randomization(
     score: Scorer, stats_a: np.ndarray, stats_b: np.ndarray, trials: int = RESAMPLES, seed: int = SEED
 ) -> PairedResult:
     """Paired approximate randomisation test of two systems on the same sentences (rows aligned)."""
-    if len(stats_a) != len(stats_b):
-        raise ValueError(f"paired test needs the same sentences: {len(stats_a)} vs {len(stats_b)}")
-    n = len(stats_a)
+    delta, n = _observed_difference(score, stats_a, stats_b)
     if n == 0:
-        return PairedResult(float("nan"), float("nan"))
-    delta = score(stats_a.sum(0)) - score(stats_b.sum(0))
+        return PairedResult(delta, float("nan"))
     keep = np.random.default_rng(seed).integers(2, size=(trials, n), dtype=bool)  # (R, N) sacreBLEU's draws
     swap = ~keep
     sums_a = keep @ stats_a + swap @ stats_b  # (R, K): pseudo-system a of each trial
