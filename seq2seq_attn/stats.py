@@ -9,6 +9,8 @@ re-reading any text. The resampling is our own, seeded, vectorised over resample
   resamples sacreBLEU draws for the same seed (``numpy.random.default_rng(seed)``, 1,000 resamples) and the
   order statistics its ``estimate_ci`` reads (for 95%, the 25th and the 975th of 1,000), so its half-width
   is the ``± ci`` that ``sacrebleu --confidence`` prints (tested equal).
+- :func:`ratio_interval`: one set's score as a multiple of another's (a length bucket's BLEU over the
+  11-20-word bucket's: Fig. 2's question), the two resampled independently, with a percentile interval.
 - :func:`paired_bootstrap`: Koehn's (2004) paired bootstrap resampling test, as sacreBLEU's
   ``--paired-bs`` does it: both systems are scored on the same resamples, the absolute
   differences are centred on their mean (the null hypothesis of no difference), and the p-value
@@ -81,10 +83,38 @@ def bootstrap_interval(
     if n == 0:
         return Interval(float("nan"), float("nan"), float("nan"))
     index = np.random.default_rng(seed).integers(0, n, size=(resamples, n))  # (R, N) sacreBLEU's draws
-    scores = np.sort(_resample_scores(score, stats, index))  # (R,)
+    return _percentile_interval(score(stats.sum(0)), _resample_scores(score, stats, index), level)
+
+
+def _percentile_interval(point: float, resampled: np.ndarray, level: float) -> Interval:
+    """``point`` with the order statistics of ``resampled`` ``(R,)`` that bound its ``level`` interval."""
+    resampled, count = np.sort(resampled), len(resampled)
     # sacreBLEU's order statistics: for 95%, the R/40-th from each end (round: 1 - 0.9 is 0.0999...)
-    tail = round(resamples * (1 - level) / 2)
-    return Interval(score(stats.sum(0)), float(scores[tail]), float(scores[resamples - tail - 1]))
+    tail = round(count * (1 - level) / 2)
+    return Interval(point, float(resampled[tail]), float(resampled[count - tail - 1]))
+
+
+def ratio_interval(
+    score: Scorer,
+    stats: np.ndarray,
+    reference: np.ndarray,
+    level: float = 0.95,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+) -> Interval:
+    """The score of ``stats`` as a multiple of the score of ``reference`` (other sentences: two length
+    buckets, say) with its ``level`` percentile bootstrap interval; each set is resampled on its own.
+    Args: stats ``(N, K)``, reference ``(M, K)``."""
+    n, m = len(stats), len(reference)
+    base = score(reference.sum(0)) if m else 0.0
+    if n == 0 or base == 0:
+        return Interval(float("nan"), float("nan"), float("nan"))
+    rng = np.random.default_rng(seed)
+    scores = _resample_scores(score, stats, rng.integers(0, n, size=(resamples, n)))  # (R,)
+    bases = _resample_scores(score, reference, rng.integers(0, m, size=(resamples, m)))  # (R,)
+    with np.errstate(divide="ignore", invalid="ignore"):  # a resample may score 0: its ratio is inf (or nan)
+        ratios = np.where(bases > 0, scores / np.where(bases > 0, bases, 1.0), np.inf)
+    return _percentile_interval(score(stats.sum(0)) / base, ratios, level)
 
 
 class PairedResult(NamedTuple):

@@ -2,6 +2,7 @@
 
 import json
 import random
+import re
 
 import pandas as pd
 
@@ -50,6 +51,9 @@ def test_the_report_of_a_length_study_has_intervals_tests_and_figures(tmp_path):
     stats = pd.read_csv(tmp_path / "statistics.csv")
     assert set(stats.metric) == {"bleu", "chrf"} and len(stats.cell.unique()) == 4
     assert (stats.ci_low <= stats.score).all() and (stats.score <= stats.ci_high).all()
+    buckets = stats[stats.bucket != "all"]  # each bucket as a multiple of the cell's 11-20 bucket, with its interval
+    assert stats[stats.bucket == "all"].ratio.isna().all() and (buckets[buckets.bucket == "11-20"].ratio == 1).all()
+    assert (buckets.ratio_low <= buckets.ratio).all() and (buckets.ratio <= buckets.ratio_high).all()
     assert set(stats[stats.bucket != "all"].lo) <= {1, *(e + 1 for e in DEFAULT_BUCKETS)}
     sig = pd.read_csv(tmp_path / "significance.csv")
     long = sig[(sig.metric == "bleu") & (sig.lo >= 41)]
@@ -60,6 +64,7 @@ def test_the_report_of_a_length_study_has_intervals_tests_and_figures(tmp_path):
     summary = (tmp_path / "summary.md").read_text()
     assert "95% bootstrap intervals" in summary and "Paired tests (BLEU)" in summary and "(n.s.)" in summary
     assert "approximate randomisation" in summary
+    assert "intervals of the ratio" in summary and re.search(r"\| 1\.00× \[0\.\d\d, 1\.\d\d\] \|", summary)
     # dev: the last validation (update 3, BLEU 3) and the best (update 2: BLEU 2 + seed), with the saturation
     assert "| bahdanau + additive | 1 | 3 | 3.0 | 3.0 (2) | 0.25 | 10.0 | - |" in summary
     assert "| bahdanau + additive | 2 | 3 | 3.0 | 4.0 (2) | 0.50 | 20.0 | - |" in summary

@@ -9,6 +9,7 @@ from seq2seq_attn.stats import (
     bootstrap_interval,
     mean_std,
     paired_bootstrap,
+    ratio_interval,
     sentence_statistics,
     text_scorer,
 )
@@ -142,3 +143,27 @@ def test_approximate_randomization_gives_sacrebleus_p_value_for_the_same_seed_an
     ar = approximate_randomization(text_scorer(metric), stats_system, stats_baseline, trials=1000, seed=12345)
     assert ar.delta == pytest.approx(sacre_system.score - sacre_baseline.score, abs=1e-9)
     assert ar.p_value == sacre_system.p_value and 0.001 < ar.p_value < 1
+
+
+def test_ratio_interval_of_two_means_has_the_delta_method_width_and_coverage():
+    p, q, n, m = 0.3, 0.6, 2000, 1000  # the ratio of the means is 0.5
+    ratio = p / q
+    half_width = 1.96 * ratio * np.sqrt((1 - p) / (p * n) + (1 - q) / (q * m))  # the delta method: 0.034
+    covered = 0
+    for trial in range(40):
+        interval = ratio_interval(mean_of, bernoulli(n, p, trial), bernoulli(m, q, 100 + trial), resamples=400,
+                                  seed=trial)  # fmt: skip
+        assert interval.low <= interval.score <= interval.high
+        assert (interval.high - interval.low) / 2 == pytest.approx(half_width, rel=0.2)
+        covered += interval.low <= ratio <= interval.high
+    assert covered >= 34
+
+
+def test_ratio_interval_over_a_constant_reference_is_the_scores_own_interval():
+    stats, constant = bernoulli(300, 0.4, 5), np.tile([2.0, 1.0], (50, 1))  # every resample of it scores 2
+    own = bootstrap_interval(mean_of, stats, resamples=500, seed=9)
+    ratio = ratio_interval(mean_of, stats, constant, resamples=500, seed=9)
+    assert ratio == pytest.approx((own.score / 2, own.low / 2, own.high / 2), abs=1e-12)
+    # no reference sentences, or a reference that scores 0: no ratio
+    assert np.isnan(ratio_interval(mean_of, stats, constant[:0]).score)
+    assert np.isnan(ratio_interval(mean_of, stats, np.tile([0.0, 1.0], (5, 1))).score)

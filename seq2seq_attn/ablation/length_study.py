@@ -4,7 +4,8 @@ Each finished cell keeps ``test_translations.jsonl.gz`` (per test sentence: sour
 reference) and ``val_history.jsonl`` (every validation, overall and per bucket). From those alone,
 without checkpoints, :func:`write_length_study` writes into the ablation folder:
 
-- ``statistics.csv``: per cell, bucket and metric (BLEU, chrF) the score with its 95% bootstrap interval;
+- ``statistics.csv``: per cell, bucket and metric (BLEU, chrF) the score with its 95% bootstrap interval,
+  and the score as a multiple of the cell's 11-20-word score (``ratio``) with that ratio's interval;
 - ``significance.csv``: per pair of models, seed, bucket and metric the difference and the p-values of
   the paired bootstrap test (``p_value``) and of approximate randomisation (``p_value_ar``)
   (:mod:`seq2seq_attn.stats`);
@@ -30,16 +31,20 @@ from seq2seq_attn.metrics import DEFAULT_BUCKETS, SATURATED, bucket_index, bucke
 from seq2seq_attn.results import TRANSLATIONS, plain, read_jsonl_gz, write_csv
 from seq2seq_attn.stats import (
     RESAMPLES,
+    Interval,
     approximate_randomization,
     bootstrap_interval,
     mean_std,
     paired_bootstrap,
+    ratio_interval,
     sentence_statistics,
     text_scorer,
 )
 
 TEXT_METRICS = ("bleu", "chrf")
 ALL = "all"
+REFERENCE = "11-20"  # the bucket a model's other buckets are compared with (Fig. 2's question)
+NO_RATIO = Interval(float("nan"), float("nan"), float("nan"))
 
 
 def _cell_models(df: pd.DataFrame) -> pd.DataFrame:
@@ -65,16 +70,22 @@ def _bucket_rows(
 
 
 def cell_statistics(folder: Path, edges: Sequence[int]) -> tuple[list[dict], dict]:
-    """Score and 95% interval per bucket and metric of one cell; and its sentence statistics per metric."""
+    """Score and 95% interval per bucket and metric of one cell, and per bucket its score as a multiple of the
+    :data:`REFERENCE` bucket's with that ratio's 95% interval; and its sentence statistics per metric."""
     rows = read_jsonl_gz(folder / TRANSLATIONS)
     src_len = np.array([r["src_len"] for r in rows])
     stats = {m: sentence_statistics(m, [r["hyp"] for r in rows], [r["ref"] for r in rows]) for m in TEXT_METRICS}
+    by_bucket = _bucket_rows(src_len, edges)
+    reference = by_bucket.get(REFERENCE, (None, None, np.arange(0)))[2]
     out = []
-    for label, (lo, hi, members) in _bucket_rows(src_len, edges).items():
+    for label, (lo, hi, members) in by_bucket.items():
         for metric in TEXT_METRICS:
-            interval = bootstrap_interval(text_scorer(metric), stats[metric][members])
+            scorer, sentences = text_scorer(metric), stats[metric][members]
+            interval = bootstrap_interval(scorer, sentences)
+            ratio = ratio_interval(scorer, sentences, stats[metric][reference]) if label != ALL else NO_RATIO
             out.append({"bucket": label, "lo": lo, "hi": hi, "metric": metric, "score": interval.score,
-                        "ci_low": interval.low, "ci_high": interval.high, "count": len(members)})  # fmt: skip
+                        "ci_low": interval.low, "ci_high": interval.high, "count": len(members),
+                        "ratio": ratio.score, "ratio_low": ratio.low, "ratio_high": ratio.high})  # fmt: skip
     return out, {"stats": stats, "src_len": src_len}
 
 
@@ -148,16 +159,21 @@ def training_caps(df: pd.DataFrame) -> dict[str, int]:
     return caps
 
 
-def ratio_table(stats: pd.DataFrame, caps: dict[str, int], reference: str = "11-20", metric: str = "bleu") -> str:
+def ratio_table(stats: pd.DataFrame, caps: dict[str, int], reference: str = REFERENCE, metric: str = "bleu") -> str:
     """Markdown: per model, each bucket's score (mean over seeds) as a multiple of its ``reference`` bucket's,
-    the question of Bahdanau et al.'s Fig. 2; † marks the buckets beyond the model's training cap."""
+    the question of Bahdanau et al.'s Fig. 2, in brackets the lowest lower and highest upper bound of the seeds'
+    95% intervals of that ratio (where ``stats`` has them: :func:`cell_statistics`); † marks the buckets beyond
+    the model's training cap."""
     part = stats[(stats.metric == metric) & (stats.bucket != ALL)]
     if reference not in set(part.bucket):
         return ""
+    intervals = reference == REFERENCE and "ratio_low" in part
     order = part.sort_values("lo").bucket.drop_duplicates().tolist()
     lines = ["| model | " + " | ".join(order) + " |", "|" + "---|" * (len(order) + 1)]
     for model in sorted(part.model.unique(), key=lambda m: (m.startswith("none"), m)):
-        means = part[part.model == model].groupby("bucket").agg(score=("score", "mean"), lo=("lo", "first"))
+        rows = part[part.model == model]
+        means = rows.groupby("bucket").agg(score=("score", "mean"), lo=("lo", "first"))
+        bounds = rows.groupby("bucket").agg(low=("ratio_low", "min"), high=("ratio_high", "max")) if intervals else None
         base = means.score.get(reference)
         cells = []
         for bucket in order:
@@ -165,7 +181,8 @@ def ratio_table(stats: pd.DataFrame, caps: dict[str, int], reference: str = "11-
                 cells.append("-")
                 continue
             mark = " †" if means.lo[bucket] > caps.get(model, float("inf")) else ""
-            cells.append(f"{means.score[bucket] / base:.2f}×{mark}")
+            spread = f" [{bounds.low[bucket]:.2f}, {bounds.high[bucket]:.2f}]" if bounds is not None else ""
+            cells.append(f"{means.score[bucket] / base:.2f}×{spread}{mark}")
         lines.append(f"| {model} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -379,7 +396,10 @@ def write_length_study(out: Path, df: pd.DataFrame, edges: Sequence[int] = DEFAU
     ratios = ratio_table(stats, caps)
     if ratios:
         parts += ["", "### Test BLEU per bucket as a multiple of the model's 11-20-word BLEU", "",
-                  "Mean over seeds; † beyond the longest training sentence.", "", ratios]  # fmt: skip
+                  "Mean over seeds, then [the lowest lower and highest upper bound of the seeds' 95% bootstrap "
+                  f"intervals of the ratio] ({RESAMPLES:,} resamples of each bucket's test sentences, the two "
+                  "buckets resampled on their own); † beyond the longest training sentence.", "",
+                  ratios]  # fmt: skip
     dev = dev_table(out, cells)
     if dev:
         parts += ["", "## Dev: the last and the best validation, and the attention's saturation", "",
