@@ -265,6 +265,8 @@ class Seq2SeqLitModule(pl.LightningModule):
     # -- training ---------------------------------------------------------------
     def on_fit_start(self) -> None:
         self._fit_started = time.monotonic()
+        if self.trainer.ckpt_path is None:  # a new fit, also of weights loaded from an earlier run's checkpoint
+            self._seconds_before = 0.0
         # trainer.log_dir broadcasts from rank 0: every DDP process must ask, not rank 0 alone
         run_dir = Path(self.trainer.log_dir or self.trainer.default_root_dir)
         if self.trainer.is_global_zero:

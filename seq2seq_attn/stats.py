@@ -75,13 +75,16 @@ class Interval(NamedTuple):
     high: float
 
 
+NO_INTERVAL = Interval(float("nan"), float("nan"), float("nan"))  # no sentences to score
+
+
 def bootstrap_interval(
     score: Scorer, stats: np.ndarray, level: float = 0.95, resamples: int = RESAMPLES, seed: int = SEED
 ) -> Interval:
     """The score and its ``level`` percentile bootstrap interval. Args: stats ``(N, K)``."""
     n = len(stats)
     if n == 0:
-        return Interval(float("nan"), float("nan"), float("nan"))
+        return NO_INTERVAL
     index = np.random.default_rng(seed).integers(0, n, size=(resamples, n))  # (R, N) sacreBLEU's draws
     return _percentile_interval(score(stats.sum(0)), _resample_scores(score, stats, index), level)
 
@@ -108,12 +111,11 @@ def ratio_interval(
     n, m = len(stats), len(reference)
     base = score(reference.sum(0)) if m else 0.0
     if n == 0 or base == 0:
-        return Interval(float("nan"), float("nan"), float("nan"))
+        return NO_INTERVAL
     rng = np.random.default_rng(seed)
     scores = _resample_scores(score, stats, rng.integers(0, n, size=(resamples, n)))  # (R,)
     bases = _resample_scores(score, reference, rng.integers(0, m, size=(resamples, m)))  # (R,)
-    with np.errstate(divide="ignore", invalid="ignore"):  # a resample may score 0: its ratio is inf (or nan)
-        ratios = np.where(bases > 0, scores / np.where(bases > 0, bases, 1.0), np.inf)
+    ratios = np.where(bases > 0, scores / np.where(bases > 0, bases, 1.0), np.inf)  # a reference scoring 0: inf
     return _percentile_interval(score(stats.sum(0)) / base, ratios, level)
 
 
@@ -152,8 +154,8 @@ def approximate_randomization(
     delta, n = _observed_difference(score, stats_a, stats_b)
     if n == 0:
         return PairedResult(delta, float("nan"))
-    keep = np.random.default_rng(seed).integers(2, size=(trials, n), dtype=bool)  # (R, N) sacreBLEU's draws
-    swap = ~keep
+    drawn = np.random.default_rng(seed).integers(2, size=(trials, n), dtype=bool)  # (R, N) sacreBLEU's draws
+    keep, swap = drawn.astype(np.float64), (~drawn).astype(np.float64)
     sums_a = keep @ stats_a + swap @ stats_b  # (R, K): pseudo-system a of each trial
     sums_b = swap @ stats_a + keep @ stats_b
     diffs = np.abs(np.array([score(row) for row in sums_a]) - np.array([score(row) for row in sums_b]))

@@ -400,3 +400,23 @@ def test_gpu_grid_script_runs_only_missing_cells_and_packs_them(tmp_path):
     with tarfile.open(tmp_path / "two.tar.gz") as archive:
         names = archive.getnames()
     assert "cells/attention=general/result.json" in names and "summary.md" in names
+
+
+def test_training_seconds_count_every_attempt_also_without_a_time_cap():
+    import time
+    from types import SimpleNamespace
+
+    from pytorch_lightning.callbacks import Timer
+
+    from seq2seq_attn.ablation.cell import training_seconds
+    from seq2seq_attn.lit_module import Seq2SeqLitModule
+
+    module = Seq2SeqLitModule()
+    module.on_load_checkpoint({"fit_seconds": 500.0})  # a killed attempt trained for 500 s
+    module._fit_started = time.monotonic() - 20.0  # this attempt: 20 s so far
+    no_cap = SimpleNamespace(callbacks=[], lightning_module=module)
+    assert 520.0 <= training_seconds(no_cap, fit_seconds=20.0) < 530.0  # not this attempt's 20 s alone
+    timer = Timer(duration="00:01:00:00")
+    timer._start_time["train"], timer._end_time["train"] = 0.0, 700.0  # the cap's clock, carried the same way
+    assert training_seconds(SimpleNamespace(callbacks=[timer], lightning_module=module), fit_seconds=20.0) == 700.0
+    assert training_seconds(SimpleNamespace(callbacks=[], lightning_module=None), fit_seconds=20.0) == 20.0

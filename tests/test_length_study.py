@@ -51,9 +51,15 @@ def test_the_report_of_a_length_study_has_intervals_tests_and_figures(tmp_path):
     stats = pd.read_csv(tmp_path / "statistics.csv")
     assert set(stats.metric) == {"bleu", "chrf"} and len(stats.cell.unique()) == 4
     assert (stats.ci_low <= stats.score).all() and (stats.score <= stats.ci_high).all()
-    buckets = stats[stats.bucket != "all"]  # each bucket as a multiple of the cell's 11-20 bucket, with its interval
-    assert stats[stats.bucket == "all"].ratio.isna().all() and (buckets[buckets.bucket == "11-20"].ratio == 1).all()
-    assert (buckets.ratio_low <= buckets.ratio).all() and (buckets.ratio <= buckets.ratio_high).all()
+    # each bucket as a multiple of the cell's 11-20 bucket, with an interval; 11-20 itself exactly 1
+    buckets = stats[stats.bucket != "all"].merge(
+        stats[stats.bucket == "11-20"][["cell", "metric", "score"]], on=["cell", "metric"], suffixes=("", "_ref")
+    )
+    assert stats[stats.bucket == "all"].ratio.isna().all()
+    assert (buckets.ratio - buckets.score / buckets.score_ref).abs().max() < 1e-12
+    reference, others = buckets[buckets.bucket == "11-20"], buckets[buckets.bucket != "11-20"]
+    assert (reference[["ratio", "ratio_low", "ratio_high"]] == 1).all().all()
+    assert (others.ratio_low < others.ratio_high).all()
     assert set(stats[stats.bucket != "all"].lo) <= {1, *(e + 1 for e in DEFAULT_BUCKETS)}
     sig = pd.read_csv(tmp_path / "significance.csv")
     long = sig[(sig.metric == "bleu") & (sig.lo >= 41)]
@@ -64,7 +70,8 @@ def test_the_report_of_a_length_study_has_intervals_tests_and_figures(tmp_path):
     summary = (tmp_path / "summary.md").read_text()
     assert "95% bootstrap intervals" in summary and "Paired tests (BLEU)" in summary and "(n.s.)" in summary
     assert "approximate randomisation" in summary
-    assert "intervals of the ratio" in summary and re.search(r"\| 1\.00× \[0\.\d\d, 1\.\d\d\] \|", summary)
+    assert "intervals of the ratio" in summary and "| 1.00× [1.00, 1.00] |" in summary
+    assert re.search(r"\| 0\.\d\d× \[0\.\d\d, \d\.\d\d\] \|", summary)  # a bucket below 11-20's level
     # dev: the last validation (update 3, BLEU 3) and the best (update 2: BLEU 2 + seed), with the saturation
     assert "| bahdanau + additive | 1 | 3 | 3.0 | 3.0 (2) | 0.25 | 10.0 | - |" in summary
     assert "| bahdanau + additive | 2 | 3 | 3.0 | 4.0 (2) | 0.50 | 20.0 | - |" in summary
@@ -154,3 +161,14 @@ def test_curve_styles_tell_every_model_and_cap_apart_as_fig_2_does():
     assert single["none (no attention)"] == {"color": "black", "ls": "--"}
     assert single["luong + dot"]["ls"] == single["luong + general"]["ls"] == "-"
     assert single["luong + dot"]["color"] != single["luong + general"]["color"]
+
+
+def test_curve_styles_stay_apart_for_many_families_and_an_uncapped_model():
+    families = [f"luong + general, hidden={h}" for h in range(12)]  # more families than colours
+    styles = curve_styles(["none (no attention)", "none (no attention), cell=lstm", *families])
+    assert styles["none (no attention)"] == {"color": "black", "ls": "--"}
+    assert styles["none (no attention), cell=lstm"]["color"] != "black"  # a second bottleneck is not the baseline
+    assert all(styles[f]["color"] != "grey" for f in families)  # the palette cycles, never a catch-all grey
+    # a model trained on every length is its family's longest cap: solid; the capped one dashed
+    mixed = curve_styles(["bahdanau + additive", "bahdanau + additive, train_max_words=30"])
+    assert mixed["bahdanau + additive"]["ls"] == "-" and mixed["bahdanau + additive, train_max_words=30"]["ls"] == "--"

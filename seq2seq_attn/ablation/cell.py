@@ -73,12 +73,17 @@ def shortfall(trainer, stopped_by: str) -> tuple[Optional[str], Optional[str]]:
 
 
 def training_seconds(trainer, fit_seconds: float) -> float:
-    """Seconds of fit over all attempts: the time cap's Timer carries them through checkpoints (a resumed
-    cell's own fit_seconds count only its last attempt); without a time cap, this attempt's."""
+    """Seconds of fit over all attempts (a resumed cell's own fit_seconds count only its last attempt): those
+    of the time cap's Timer, which the cap is measured by, else the module's own clock (both are carried
+    through checkpoints), else this attempt's."""
     from pytorch_lightning.callbacks import Timer
 
     timers = [c for c in trainer.callbacks if isinstance(c, Timer)]
-    return timers[0].time_elapsed("train") if timers else fit_seconds
+    if timers:
+        return timers[0].time_elapsed("train")
+    clock = getattr(trainer.lightning_module, "fit_seconds", None)
+    seconds = clock() if callable(clock) else None
+    return seconds if seconds is not None else fit_seconds
 
 
 def logger_args(cell_dir: Path) -> list[str]:

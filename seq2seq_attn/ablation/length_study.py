@@ -30,6 +30,7 @@ import torch
 from seq2seq_attn.metrics import DEFAULT_BUCKETS, SATURATED, bucket_index, buckets, title
 from seq2seq_attn.results import TRANSLATIONS, plain, read_jsonl_gz, write_csv
 from seq2seq_attn.stats import (
+    NO_INTERVAL,
     RESAMPLES,
     Interval,
     approximate_randomization,
@@ -44,7 +45,7 @@ from seq2seq_attn.stats import (
 TEXT_METRICS = ("bleu", "chrf")
 ALL = "all"
 REFERENCE = "11-20"  # the bucket a model's other buckets are compared with (Fig. 2's question)
-NO_RATIO = Interval(float("nan"), float("nan"), float("nan"))
+SAME = Interval(1.0, 1.0, 1.0)  # the reference bucket against itself: exactly 1, nothing to resample
 
 
 def _cell_models(df: pd.DataFrame) -> pd.DataFrame:
@@ -82,7 +83,8 @@ def cell_statistics(folder: Path, edges: Sequence[int]) -> tuple[list[dict], dic
         for metric in TEXT_METRICS:
             scorer, sentences = text_scorer(metric), stats[metric][members]
             interval = bootstrap_interval(scorer, sentences)
-            ratio = ratio_interval(scorer, sentences, stats[metric][reference]) if label != ALL else NO_RATIO
+            ratio = (NO_INTERVAL if label == ALL else SAME if label == REFERENCE
+                     else ratio_interval(scorer, sentences, stats[metric][reference]))  # fmt: skip
             out.append({"bucket": label, "lo": lo, "hi": hi, "metric": metric, "score": interval.score,
                         "ci_low": interval.low, "ci_high": interval.high, "count": len(members),
                         "ratio": ratio.score, "ratio_low": ratio.low, "ratio_high": ratio.high})  # fmt: skip
@@ -101,8 +103,8 @@ def significance(cells: pd.DataFrame, saved: dict, edges: Sequence[int]) -> list
             for label, (lo, _, members) in _bucket_rows(saved[cell_a]["src_len"], edges).items():
                 for metric in TEXT_METRICS:
                     a, b = saved[cell_a]["stats"][metric][members], saved[cell_b]["stats"][metric][members]
-                    result = paired_bootstrap(text_scorer(metric), b, a)
-                    randomised = approximate_randomization(text_scorer(metric), b, a)
+                    scorer = text_scorer(metric)
+                    result, randomised = paired_bootstrap(scorer, b, a), approximate_randomization(scorer, b, a)
                     pair = {"model_a": model_a, "model_b": model_b, "seed": seed, "bucket": label, "lo": lo}
                     out.append({**pair, "metric": metric, "delta_b_minus_a": result.delta, "p_value": result.p_value,
                                 "p_value_ar": randomised.p_value})  # fmt: skip
@@ -196,29 +198,33 @@ def family(model: str) -> str:
     return ", ".join(part for part in model.split(", ") if not part.startswith(CAP_KEY))
 
 
-def label_cap(model: str) -> int:
-    """The training cap a model label names (0 when it names none)."""
-    return max([int(part[len(CAP_KEY) :]) for part in model.split(", ") if part.startswith(CAP_KEY)] or [0])
+def label_cap(model: str) -> float:
+    """The training cap a model label names (infinite when it names none: trained on every length)."""
+    caps = [int(part[len(CAP_KEY) :]) for part in model.split(", ") if part.startswith(CAP_KEY)]
+    return max(caps) if caps else float("inf")
 
 
 def curve_styles(models: Sequence[str]) -> dict[str, dict]:
     """Colour per model family (the bottleneck black), line style per training cap within the family (as in
-    Bahdanau et al.'s Fig. 2: -50 solid, -30 dashed); a lone bottleneck stays dashed, as the baseline."""
+    Bahdanau et al.'s Fig. 2: -50 solid, -30 dashed); a lone bottleneck stays dashed, as the baseline. Compute
+    them once from every model of a report, so that a model looks the same in each of its figures."""
     import matplotlib.pyplot as plt
 
-    families = sorted({family(m) for m in models}, key=lambda f: (f.startswith("none"), f))
-    palette = iter(plt.get_cmap("tab10").colors)
+    families = sorted({family(m) for m in models}, key=lambda f: (not f.startswith("none"), f))
+    palette = itertools.cycle(plt.get_cmap("tab10").colors)
     styles = {}
-    for name in families:
-        colour = "black" if name.startswith("none") else next(palette, "grey")
+    for k, name in enumerate(families):
+        colour = "black" if k == 0 and name.startswith("none") else next(palette)
         members = sorted((m for m in models if family(m) == name), key=label_cap, reverse=True)
         for rank, model in enumerate(members):
-            lone_baseline = len(members) == 1 and name.startswith("none")
+            lone_baseline = len(members) == 1 and colour == "black"
             styles[model] = {"color": colour, "ls": "--" if lone_baseline else CAP_STYLES[rank % len(CAP_STYLES)]}
     return styles
 
 
-def plot_length_curve(stats: pd.DataFrame, path: Path, metric: str = "bleu", caps: Optional[dict] = None) -> Path:
+def plot_length_curve(
+    stats: pd.DataFrame, path: Path, metric: str = "bleu", caps: Optional[dict] = None, styles: Optional[dict] = None
+) -> Path:
     """BLEU per bucket, a line per model; with ``caps`` (:func:`training_caps`), the buckets beyond a model's
     training cap are drawn with open markers, and each cap is a vertical line."""
     import matplotlib
@@ -229,7 +235,7 @@ def plot_length_curve(stats: pd.DataFrame, path: Path, metric: str = "bleu", cap
     caps = caps or {}
     part = stats[(stats.metric == metric) & (stats.bucket != ALL)]
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
-    styles = curve_styles(list(part.model.unique()))
+    styles = styles or curve_styles(list(part.model.unique()))
     for model in sorted(part.model.unique(), key=lambda m: (m.startswith("none"), m)):
         rows = part[part.model == model]
         by_bucket = rows.groupby("lo").agg(score=("score", "mean"), low=("ci_low", "min"), high=("ci_high", "max"))
@@ -330,7 +336,9 @@ def dev_table(out: Path, cells: pd.DataFrame, metric: str = "bleu") -> str:
     return "\n".join(lines) if len(lines) > 2 else ""
 
 
-def plot_learning_curves(out: Path, cells: pd.DataFrame, path: Path, metric: str = "bleu") -> Optional[Path]:
+def plot_learning_curves(
+    out: Path, cells: pd.DataFrame, path: Path, metric: str = "bleu", styles: Optional[dict] = None
+) -> Optional[Path]:
     """Dev score and the share of saturated attention rows against updates, one line per cell."""
     import matplotlib
 
@@ -342,7 +350,7 @@ def plot_learning_curves(out: Path, cells: pd.DataFrame, path: Path, metric: str
     if not histories:
         return None
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.4))
-    styles = curve_styles(sorted({model for model, _ in histories}))
+    styles = styles or curve_styles(sorted({model for model, _ in histories}))
     seeds = sorted({seed for _, seed in histories}, key=str)
     markers = {seed: ".x+^v"[k % 5] for k, seed in enumerate(seeds)}  # a model's seeds share its style
     for (model, seed), history in sorted(histories.items(), key=lambda kv: (kv[0][0].startswith("none"), kv[0])):
@@ -379,14 +387,15 @@ def write_length_study(out: Path, df: pd.DataFrame, edges: Sequence[int] = DEFAU
     stats = pd.DataFrame(rows)
     sig = pd.DataFrame(significance(cells, saved, edges))
     caps = training_caps(df)
+    styles = curve_styles(sorted(cells.model.unique()))  # one look per model in every figure
     written = [
         write_csv(out / "statistics.csv", rows, list(rows[0])),
-        plot_length_curve(stats, out / "length_curve.png", caps=caps),
+        plot_length_curve(stats, out / "length_curve.png", caps=caps, styles=styles),
     ]
     if not sig.empty:
         written.append(write_csv(out / "significance.csv", sig.to_dict("records"), list(sig.columns)))
     gap = plot_training_gap(out, cells, out / "training_gap.png")
-    curves = plot_learning_curves(out, cells, out / "learning_curves.png")
+    curves = plot_learning_curves(out, cells, out / "learning_curves.png", styles=styles)
     written += [p for p in (gap, curves) if p]
     parts = ["", "## Test BLEU and chrF per source length, with 95% bootstrap intervals", "",
              "Mean ± std over seeds, then [the lowest lower and highest upper bound of the seeds' 95% intervals]"
