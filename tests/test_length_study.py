@@ -5,6 +5,7 @@ import random
 import re
 
 import pandas as pd
+import pytest
 
 from seq2seq_attn.ablation.length_study import curve_styles, read_history
 from seq2seq_attn.ablation.report import write_report, write_results_csv
@@ -172,3 +173,35 @@ def test_curve_styles_stay_apart_for_many_families_and_an_uncapped_model():
     # a model trained on every length is its family's longest cap: solid; the capped one dashed
     mixed = curve_styles(["bahdanau + additive", "bahdanau + additive, train_max_words=30"])
     assert mixed["bahdanau + additive"]["ls"] == "-" and mixed["bahdanau + additive, train_max_words=30"]["ls"] == "--"
+
+
+def test_beyond_cap_reads_fig_2s_question_from_the_ratios_interval():
+    import numpy as np
+
+    from seq2seq_attn.ablation.length_study import beyond_cap, beyond_cap_table
+
+    def mean_of(summed):  # statistics (value, 1) per sentence: the score is the mean value
+        return float(summed[0] / summed[1])
+
+    rng = np.random.default_rng(0)
+    src_len = np.array([15] * 400 + [45] * 200)  # 400 sentences of 11-20 words, 200 of 41-50
+
+    def cell(short: float, long: float) -> dict:  # Bernoulli values: the mean is the score
+        values = np.concatenate([rng.random(400) < short, rng.random(200) < long]).astype(float)
+        return {"src_len": src_len, "stats": {"bleu": np.stack([values, np.ones_like(values)], axis=1)}}
+
+    saved = {"enc": cell(0.6, 0.15), "search": cell(0.6, 0.57), "mid": cell(0.6, 0.39), "free": cell(0.6, 0.1)}
+    cells = pd.DataFrame({"cell": list(saved), "model": ["rnnenc-30", "rnnsearch-30", "mid-30", "uncapped"],
+                          "seed": [1, 1, 1, 1]})  # fmt: skip
+    caps = {"rnnenc-30": 30, "rnnsearch-30": 30, "mid-30": 30}  # "uncapped" was trained on every length
+    rows = beyond_cap(cells, saved, caps, DEFAULT_BUCKETS, score=mean_of)
+    assert [r["model"] for r in rows] == ["rnnenc-30", "rnnsearch-30", "mid-30"] and all(
+        r["count"] == 200 for r in rows
+    )
+    enc = rows[0]
+    assert enc["ratio"] == pytest.approx(enc["score"] / enc["reference"]) and enc["ratio_low"] < enc["ratio_high"]
+    table = beyond_cap_table(rows)
+    assert "| rnnenc-30 | 30 | 200 |" in table and table.count("falls to ≤ 0.5×") == 1
+    assert "| rnnsearch-30 |" in table and table.count("keeps ≥ 0.8×") == 1
+    assert "| mid-30 |" in table and "neither bound settles it" in table  # about 0.65x: the interval decides nothing
+    assert beyond_cap_table([]) == ""

@@ -33,6 +33,7 @@ from seq2seq_attn.stats import (
     NO_INTERVAL,
     RESAMPLES,
     Interval,
+    Scorer,
     approximate_randomization,
     bootstrap_interval,
     mean_std,
@@ -144,6 +145,45 @@ def _significance_table(sig: pd.DataFrame, metric: str) -> str:
             mark = "" if max(p_bootstrap, p_randomised) < 0.05 else " (n.s.)"
             cells.append(f"{r.delta_b_minus_a.mean():+.1f}, p ≤ {p_bootstrap:.3f} / {p_randomised:.3f}{mark}")
         lines.append(f"| {b} − {a} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def beyond_cap(
+    cells: pd.DataFrame, saved: dict, caps: dict[str, int], edges: Sequence[int], metric: str = "bleu",
+    score: Optional[Scorer] = None,
+) -> list[dict]:  # fmt: skip
+    """Fig. 2's question per model and seed: the score on all test sentences longer than the model's training
+    cap, as a multiple of its :data:`REFERENCE` bucket's, with that ratio's 95% interval."""
+    score = score or text_scorer(metric)
+    out = []
+    for _, cell in cells[cells.model.isin(list(caps))].iterrows():
+        src_len, stats = saved[cell.cell]["src_len"], saved[cell.cell]["stats"][metric]
+        beyond = np.nonzero(src_len > caps[cell.model])[0]
+        reference = _bucket_rows(src_len, edges).get(REFERENCE, (None, None, np.arange(0)))[2]
+        if not len(beyond) or not len(reference):
+            continue
+        ratio = ratio_interval(score, stats[beyond], stats[reference])
+        out.append({"model": cell.model, "seed": cell.seed, "cap": caps[cell.model], "count": len(beyond),
+                    "score": score(stats[beyond].sum(0)), "reference": score(stats[reference].sum(0)),
+                    "ratio": ratio.score, "ratio_low": ratio.low, "ratio_high": ratio.high})  # fmt: skip
+    return out
+
+
+def beyond_cap_table(rows: list[dict], collapse: float = 0.5, holds: float = 0.8) -> str:
+    """Markdown of :func:`beyond_cap` (mean over seeds; bounds: the seeds' lowest and highest), with the reading
+    the interval allows: ``≤ collapse×`` when its upper bound is, ``≥ holds×`` when its lower bound is."""
+    if not rows:
+        return ""
+    lines = [f"| model | trained on ≤ words | test sentences beyond | score beyond ({REFERENCE}) | ratio [95%] | "
+             "reading |", "|---|---|---|---|---|---|"]  # fmt: skip
+    table = pd.DataFrame(rows)
+    for model, part in sorted(table.groupby("model"), key=lambda kv: (kv[0].startswith("none"), kv[0])):
+        low, high = part.ratio_low.min(), part.ratio_high.max()
+        reading = (f"falls to ≤ {collapse}×" if high <= collapse else f"keeps ≥ {holds}×" if low >= holds
+                   else "neither bound settles it")  # fmt: skip
+        lines.append(f"| {model} | {part.cap.iloc[0]} | {part['count'].iloc[0]} | {part.score.mean():.1f} "
+                     f"({part.reference.mean():.1f}) | {part.ratio.mean():.2f}× [{low:.2f}, {high:.2f}] | "
+                     f"{reading} |")  # fmt: skip
     return "\n".join(lines)
 
 
@@ -409,6 +449,13 @@ def write_length_study(out: Path, df: pd.DataFrame, edges: Sequence[int] = DEFAU
                   f"intervals of the ratio] ({RESAMPLES:,} resamples of each bucket's test sentences, the two "
                   "buckets resampled on their own); † beyond the longest training sentence.", "",
                   ratios]  # fmt: skip
+    answer = beyond_cap_table(beyond_cap(cells, saved, caps, edges))
+    if answer:
+        parts += ["", "### Beyond the training cap: Fig. 2's question", "",
+                  "Test BLEU on all sentences longer than the model's training cap, as a multiple of its "
+                  f"{REFERENCE}-word BLEU (mean over seeds), with [the seeds' lowest and highest 95% bound of that "
+                  "ratio]; the reading says what the interval allows: ≤ 0.5× (Bahdanau et al.'s collapse), "
+                  "≥ 0.8× (quality kept), or neither.", "", answer]  # fmt: skip
     dev = dev_table(out, cells)
     if dev:
         parts += ["", "## Dev: the last and the best validation, and the attention's saturation", "",
