@@ -65,7 +65,11 @@ def sentence_statistics(metric: str, hyps: Sequence[str], refs: Sequence[str]) -
 
 def _resample_scores(score: Scorer, stats: np.ndarray, index: np.ndarray) -> np.ndarray:
     """Scores of the resamples ``index`` ``(R, N)`` of ``stats`` ``(N, K)``: ``(R,)``."""
-    sums = stats[index].sum(1)  # (R, K)
+    return _scores(score, stats[index].sum(1))
+
+
+def _scores(score: Scorer, sums: np.ndarray) -> np.ndarray:
+    """The score of each row of summed statistics ``(R, K)``: ``(R,)``."""
     return np.array([score(row) for row in sums])
 
 
@@ -158,7 +162,7 @@ def approximate_randomization(
     keep, swap = drawn.astype(np.float64), (~drawn).astype(np.float64)
     sums_a = keep @ stats_a + swap @ stats_b  # (R, K): pseudo-system a of each trial
     sums_b = swap @ stats_a + keep @ stats_b
-    diffs = np.abs(np.array([score(row) for row in sums_a]) - np.array([score(row) for row in sums_b]))
+    diffs = np.abs(_scores(score, sums_a) - _scores(score, sums_b))
     p_value = (np.sum(diffs >= abs(delta)) + 1) / (trials + 1)
     return PairedResult(delta, float(p_value))
 

@@ -71,6 +71,11 @@ def _bucket_rows(
     return rows
 
 
+def _reference_rows(by_bucket: dict) -> np.ndarray:
+    """The sentence indices of the :data:`REFERENCE` bucket in :func:`_bucket_rows` (none when it is empty)."""
+    return by_bucket.get(REFERENCE, (None, None, np.arange(0)))[2]
+
+
 def cell_statistics(folder: Path, edges: Sequence[int]) -> tuple[list[dict], dict]:
     """Score and 95% interval per bucket and metric of one cell, and per bucket its score as a multiple of the
     :data:`REFERENCE` bucket's with that ratio's 95% interval; and its sentence statistics per metric."""
@@ -78,7 +83,7 @@ def cell_statistics(folder: Path, edges: Sequence[int]) -> tuple[list[dict], dic
     src_len = np.array([r["src_len"] for r in rows])
     stats = {m: sentence_statistics(m, [r["hyp"] for r in rows], [r["ref"] for r in rows]) for m in TEXT_METRICS}
     by_bucket = _bucket_rows(src_len, edges)
-    reference = by_bucket.get(REFERENCE, (None, None, np.arange(0)))[2]
+    reference = _reference_rows(by_bucket)
     out = []
     for label, (lo, hi, members) in by_bucket.items():
         for metric in TEXT_METRICS:
@@ -159,7 +164,7 @@ def beyond_cap(
     for _, cell in cells[cells.model.isin(list(caps))].iterrows():
         src_len, stats = saved[cell.cell]["src_len"], saved[cell.cell]["stats"][metric]
         beyond = np.nonzero(src_len > caps[cell.model])[0]
-        reference = _bucket_rows(src_len, edges).get(REFERENCE, (None, None, np.arange(0)))[2]
+        reference = _reference_rows(_bucket_rows(src_len, edges))
         if not len(beyond) or not len(reference):
             continue
         ratio = ratio_interval(score, stats[beyond], stats[reference])
