@@ -40,15 +40,37 @@ RESAMPLES = 1000
 Scorer = Callable[[np.ndarray], float]  # summed statistics (K,) -> the corpus score
 
 
+# BLEU's two factors, scored from BLEU's statistics (BLEU = brevity penalty × precision part): why it falls
+BLEU_FACTORS = {
+    "bleu_precision": "BLEU without its brevity penalty: the n-gram precisions' geometric mean (× 100)",
+    "length_ratio": "the hypotheses' length over the references' (tokens; the brevity penalty's input)",
+}
+
+
+def statistics_of(metric: str) -> str:
+    """The sentence statistics (:func:`sentence_statistics`) a metric of :func:`text_scorer` is scored from."""
+    return "bleu" if metric in BLEU_FACTORS else metric
+
+
 def text_scorer(metric: str) -> Scorer:
-    """sacreBLEU's corpus BLEU or chrF (default settings) of summed sentence statistics."""
+    """sacreBLEU's corpus BLEU or chrF (default settings) of summed sentence statistics, or one of BLEU's factors
+    (:data:`BLEU_FACTORS`) of summed BLEU statistics ``(hyp_len, ref_len, matches 1-4, totals 1-4)``."""
     from sacrebleu.metrics import BLEU, CHRF
 
     scorers = {"bleu": BLEU, "chrf": CHRF}
-    if metric not in scorers:
-        raise ValueError(f"no sentence statistics for metric {metric!r}: choose one of {sorted(scorers)}")
-    sacre = scorers[metric]()
+    if metric not in scorers and metric not in BLEU_FACTORS:
+        raise ValueError(f"no sentence statistics for metric {metric!r}: choose one of "
+                         f"{sorted([*scorers, *BLEU_FACTORS])}")  # fmt: skip
+    if metric == "length_ratio":
+        return lambda summed: float(summed[0] / summed[1]) if summed[1] else 0.0
+    sacre = scorers[statistics_of(metric)]()
+    if metric == "bleu_precision":  # BLEU divided by its brevity penalty (0 when there is no output at all)
+        return lambda summed: _without_brevity_penalty(sacre._compute_score_from_stats(list(summed)))
     return lambda summed: float(sacre._compute_score_from_stats(list(summed)).score)
+
+
+def _without_brevity_penalty(bleu) -> float:
+    return float(bleu.score / bleu.bp) if bleu.bp else 0.0
 
 
 def sentence_statistics(metric: str, hyps: Sequence[str], refs: Sequence[str]) -> np.ndarray:

@@ -50,7 +50,12 @@ def test_the_report_of_a_length_study_has_intervals_tests_and_figures(tmp_path):
     assert {"statistics.csv", "significance.csv", *figures} <= written
 
     stats = pd.read_csv(tmp_path / "statistics.csv")
-    assert set(stats.metric) == {"bleu", "chrf"} and len(stats.cell.unique()) == 4
+    assert set(stats.metric) == {"bleu", "chrf", "bleu_precision", "length_ratio"} and len(stats.cell.unique()) == 4
+    # the fakes swap words, never drop them: every output is as long as its reference, and the bottleneck's
+    # loss beyond 30 words is all n-gram precision
+    assert (stats[stats.metric == "length_ratio"].score == 1.0).all()
+    part = stats[(stats.metric == "bleu_precision") & stats.cell.str.startswith("none")].set_index(["cell", "bucket"])
+    assert (part.ratio.xs("41-50", level="bucket") < 0.5).all() and (part.ratio.xs("21-30", level="bucket") > 0.8).all()
     assert (stats.ci_low <= stats.score).all() and (stats.score <= stats.ci_high).all()
     # each bucket as a multiple of the cell's 11-20 bucket, with an interval; 11-20 itself exactly 1
     buckets = stats[stats.bucket != "all"].merge(
@@ -60,7 +65,7 @@ def test_the_report_of_a_length_study_has_intervals_tests_and_figures(tmp_path):
     assert (buckets.ratio - buckets.score / buckets.score_ref).abs().max() < 1e-12
     reference, others = buckets[buckets.bucket == "11-20"], buckets[buckets.bucket != "11-20"]
     assert (reference[["ratio", "ratio_low", "ratio_high"]] == 1).all().all()
-    assert (others.ratio_low < others.ratio_high).all()
+    assert (others[others.metric != "length_ratio"].eval("ratio_low < ratio_high")).all()  # lengths all equal here
     assert set(stats[stats.bucket != "all"].lo) <= {1, *(e + 1 for e in DEFAULT_BUCKETS)}
     sig = pd.read_csv(tmp_path / "significance.csv")
     long = sig[(sig.metric == "bleu") & (sig.lo >= 41)]
@@ -71,6 +76,7 @@ def test_the_report_of_a_length_study_has_intervals_tests_and_figures(tmp_path):
     summary = (tmp_path / "summary.md").read_text()
     assert "95% bootstrap intervals" in summary and "Paired tests (BLEU)" in summary and "(n.s.)" in summary
     assert "approximate randomisation" in summary
+    assert "Why BLEU falls with length" in summary and "| 1.00 ± 0.00 [1.00, 1.00] |" in summary
     assert "intervals of the ratio" in summary and "| 1.00× [1.00, 1.00] |" in summary
     assert re.search(r"\| 0\.\d\d× \[0\.\d\d, \d\.\d\d\] \|", summary)  # a bucket below 11-20's level
     # dev: the last validation (update 3, BLEU 3) and the best (update 2: BLEU 2 + seed), with the saturation
@@ -205,3 +211,34 @@ def test_beyond_cap_reads_fig_2s_question_from_the_ratios_interval():
     assert "| rnnsearch-30 |" in table and table.count("keeps ≥ 0.8×") == 1
     assert "| mid-30 |" in table and "neither bound settles it" in table  # about 0.65x: the interval decides nothing
     assert beyond_cap_table([]) == ""
+
+
+def test_beyond_cap_tells_an_output_that_stops_early_from_one_that_translates_worse():
+    import numpy as np
+
+    from seq2seq_attn.ablation.length_study import beyond_cap, beyond_cap_table
+    from seq2seq_attn.stats import sentence_statistics
+
+    rng = np.random.default_rng(3)
+    refs = [" ".join(rng.choice(WORDS, size=n)) for n in [15] * 150 + [45] * 150]
+    src_len = np.array([15] * 150 + [45] * 150)
+    words = [r.split() for r in refs]
+    outputs = {  # exact up to 20 words; beyond: the first half of the reference, or every word replaced
+        "early": [r if n == 15 else " ".join(w[: len(w) // 2]) for r, w, n in zip(refs, words, src_len)],
+        "worse": [r if n == 15 else " ".join(rng.choice(WORDS, size=len(w))) for r, w, n in zip(refs, words, src_len)],
+    }  # fmt: skip
+    saved = {m: {"src_len": src_len, "stats": {"bleu": sentence_statistics("bleu", hyps, refs)}}
+             for m, hyps in outputs.items()}  # fmt: skip
+    cells = pd.DataFrame({"cell": list(saved), "model": list(saved), "seed": [1, 1]})
+    caps = {"early": 30, "worse": 30}
+    rows = {m: beyond_cap(cells, saved, caps, DEFAULT_BUCKETS, metric=m) for m in ("bleu", "length_ratio",
+            "bleu_precision")}  # fmt: skip
+    early, worse = ({r["model"]: r for r in rows[m]} for m in ("length_ratio", "bleu_precision"))
+    assert early["early"]["score"] == pytest.approx(0.5, abs=0.02) and early["early"]["reference"] == 1.0
+    assert early["worse"]["score"] == 1.0  # as long as the reference, every word wrong
+    assert worse["early"]["ratio"] == pytest.approx(1.0) and worse["worse"]["ratio"] < 0.3
+    assert all(r["ratio"] < 0.5 for r in rows["bleu"])  # BLEU alone cannot tell the two apart
+    table = beyond_cap_table(rows["bleu"], length=rows["length_ratio"], precision=rows["bleu_precision"])
+    assert "| output length beyond (11-20) | without the brevity penalty [95%] |" in table
+    assert re.search(r"\| early \| 30 \| 150 \| .* \| 0\.[45]\d \(1\.00\) \| 1\.00× \[1\.00, 1\.00\] \|", table)
+    assert re.search(r"\| worse \| .* \| 1\.00 \(1\.00\) \| 0\.[0-2]\d× \[", table)

@@ -64,6 +64,19 @@ def test_text_statistics_score_like_sacrebleu():
         assert text_scorer(name)(stats.sum(0)) == pytest.approx(sacre.corpus_score(hyps, [refs]).score, abs=1e-9)
 
 
+def test_bleus_factors_are_sacrebleus_brevity_penalty_inputs_and_precisions():
+    refs = ["the cat sat on the mat today .", "a dog runs in the park near the house", "something else entirely here"]
+    hyps = ["the cat sat on the mat", "a dog runs in a park", "nothing like it"]  # short: a brevity penalty
+    stats = sentence_statistics("bleu", hyps, refs).sum(0)
+    sacre = BLEU().corpus_score(hyps, [refs])
+    assert sacre.bp < 1
+    assert text_scorer("length_ratio")(stats) == pytest.approx(sacre.sys_len / sacre.ref_len, abs=1e-12)
+    precision = text_scorer("bleu_precision")(stats)
+    assert precision == pytest.approx(np.exp(np.mean(np.log(sacre.precisions))), abs=1e-9)  # geometric mean
+    assert precision * sacre.bp == pytest.approx(sacre.score, abs=1e-9) and precision > sacre.score
+    assert text_scorer("bleu_precision")(sentence_statistics("bleu", [""], ["a b"]).sum(0)) == 0.0  # no output
+
+
 def sentences(seed: int, n: int = 120) -> list[str]:
     rng = np.random.default_rng(seed)
     words = "the a cat dog sat ran on in mat park house red big small".split()

@@ -4,8 +4,9 @@ Each finished cell keeps ``test_translations.jsonl.gz`` (per test sentence: sour
 reference) and ``val_history.jsonl`` (every validation, overall and per bucket). From those alone,
 without checkpoints, :func:`write_length_study` writes into the ablation folder:
 
-- ``statistics.csv``: per cell, bucket and metric (BLEU, chrF) the score with its 95% bootstrap interval,
-  and the score as a multiple of the cell's 11-20-word score (``ratio``) with that ratio's interval;
+- ``statistics.csv``: per cell, bucket and metric (BLEU, chrF, and BLEU's two factors: its n-gram precision
+  part and the output length over the reference's) the score with its 95% bootstrap interval, and the score
+  as a multiple of the cell's 11-20-word score (``ratio``) with that ratio's interval;
 - ``significance.csv``: per pair of models, seed, bucket and metric the difference and the p-values of
   the paired bootstrap test (``p_value``) and of approximate randomisation (``p_value_ar``)
   (:mod:`seq2seq_attn.stats`);
@@ -30,6 +31,7 @@ import torch
 from seq2seq_attn.metrics import DEFAULT_BUCKETS, SATURATED, bucket_index, buckets, title
 from seq2seq_attn.results import TRANSLATIONS, plain, read_jsonl_gz, write_csv
 from seq2seq_attn.stats import (
+    BLEU_FACTORS,
     NO_INTERVAL,
     RESAMPLES,
     Interval,
@@ -40,10 +42,12 @@ from seq2seq_attn.stats import (
     paired_bootstrap,
     ratio_interval,
     sentence_statistics,
+    statistics_of,
     text_scorer,
 )
 
 TEXT_METRICS = ("bleu", "chrf")
+SCORED = (*TEXT_METRICS, *BLEU_FACTORS)  # the metrics of statistics.csv
 ALL = "all"
 REFERENCE = "11-20"  # the bucket a model's other buckets are compared with (Fig. 2's question)
 SAME = Interval(1.0, 1.0, 1.0)  # the reference bucket against itself: exactly 1, nothing to resample
@@ -77,8 +81,9 @@ def _reference_rows(by_bucket: dict) -> np.ndarray:
 
 
 def cell_statistics(folder: Path, edges: Sequence[int]) -> tuple[list[dict], dict]:
-    """Score and 95% interval per bucket and metric of one cell, and per bucket its score as a multiple of the
-    :data:`REFERENCE` bucket's with that ratio's 95% interval; and its sentence statistics per metric."""
+    """Score and 95% interval per bucket and metric (:data:`SCORED`) of one cell, and per bucket its score as a
+    multiple of the :data:`REFERENCE` bucket's with that ratio's 95% interval; and its sentence statistics per
+    metric."""
     rows = read_jsonl_gz(folder / TRANSLATIONS)
     src_len = np.array([r["src_len"] for r in rows])
     stats = {m: sentence_statistics(m, [r["hyp"] for r in rows], [r["ref"] for r in rows]) for m in TEXT_METRICS}
@@ -86,11 +91,11 @@ def cell_statistics(folder: Path, edges: Sequence[int]) -> tuple[list[dict], dic
     reference = _reference_rows(by_bucket)
     out = []
     for label, (lo, hi, members) in by_bucket.items():
-        for metric in TEXT_METRICS:
-            scorer, sentences = text_scorer(metric), stats[metric][members]
-            interval = bootstrap_interval(scorer, sentences)
+        for metric in SCORED:
+            scorer, statistics = text_scorer(metric), stats[statistics_of(metric)]
+            interval = bootstrap_interval(scorer, statistics[members])
             ratio = (NO_INTERVAL if label == ALL else SAME if label == REFERENCE
-                     else ratio_interval(scorer, sentences, stats[metric][reference]))  # fmt: skip
+                     else ratio_interval(scorer, statistics[members], statistics[reference]))  # fmt: skip
             out.append({"bucket": label, "lo": lo, "hi": hi, "metric": metric, "score": interval.score,
                         "ci_low": interval.low, "ci_high": interval.high, "count": len(members),
                         "ratio": ratio.score, "ratio_low": ratio.low, "ratio_high": ratio.high})  # fmt: skip
@@ -117,7 +122,7 @@ def significance(cells: pd.DataFrame, saved: dict, edges: Sequence[int]) -> list
     return out
 
 
-def _table(stats: pd.DataFrame, metric: str) -> str:
+def _table(stats: pd.DataFrame, metric: str, digits: int = 1) -> str:
     """Markdown: per model and bucket, mean ± std over seeds [lowest, highest bound of the seeds' 95% intervals]."""
     part = stats[stats.metric == metric]
     order = [ALL, *part[part.bucket != ALL].sort_values("lo").bucket.drop_duplicates()]
@@ -131,8 +136,8 @@ def _table(stats: pd.DataFrame, metric: str) -> str:
         for bucket in order:
             rows = part[(part.model == model) & (part.bucket == bucket)]
             mean, std = mean_std(rows.score.tolist())
-            spread = f" ± {std:.1f}" if len(rows) > 1 else ""
-            cells.append(f"{mean:.1f}{spread} [{rows.ci_low.min():.1f}, {rows.ci_high.max():.1f}]")
+            spread = f" ± {std:.{digits}f}" if len(rows) > 1 else ""
+            cells.append(f"{mean:.{digits}f}{spread} [{rows.ci_low.min():.{digits}f}, {rows.ci_high.max():.{digits}f}]")
         lines.append(f"| {model} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -158,11 +163,12 @@ def beyond_cap(
     score: Optional[Scorer] = None,
 ) -> list[dict]:  # fmt: skip
     """Fig. 2's question per model and seed: the score on all test sentences longer than the model's training
-    cap, as a multiple of its :data:`REFERENCE` bucket's, with that ratio's 95% interval."""
+    cap, as a multiple of its :data:`REFERENCE` bucket's, with that ratio's 95% interval (``metric``: one of
+    :data:`SCORED`)."""
     score = score or text_scorer(metric)
     out = []
     for _, cell in cells[cells.model.isin(list(caps))].iterrows():
-        src_len, stats = saved[cell.cell]["src_len"], saved[cell.cell]["stats"][metric]
+        src_len, stats = saved[cell.cell]["src_len"], saved[cell.cell]["stats"][statistics_of(metric)]
         beyond = np.nonzero(src_len > caps[cell.model])[0]
         reference = _reference_rows(_bucket_rows(src_len, edges))
         if not len(beyond) or not len(reference):
@@ -174,22 +180,39 @@ def beyond_cap(
     return out
 
 
-def beyond_cap_table(rows: list[dict], collapse: float = 0.5, holds: float = 0.8) -> str:
+def beyond_cap_table(
+    rows: list[dict], collapse: float = 0.5, holds: float = 0.8, length: Sequence[dict] = (),
+    precision: Sequence[dict] = (),
+) -> str:  # fmt: skip
     """Markdown of :func:`beyond_cap` (mean over seeds; bounds: the seeds' lowest and highest), with the reading
-    the interval allows: ``≤ collapse×`` when its upper bound is, ``≥ holds×`` when its lower bound is."""
+    the interval allows: ``≤ collapse×`` when its upper bound is, ``≥ holds×`` when its lower bound is. With the
+    :func:`beyond_cap` rows of BLEU's factors, two more columns say why BLEU falls: ``length`` (the output's
+    length over the reference's beyond the cap and at :data:`REFERENCE`), ``precision`` (the ratio of BLEU
+    without its brevity penalty)."""
     if not rows:
         return ""
+    factors = [(name, pd.DataFrame(part)) for name, part in (("length", length), ("precision", precision)) if part]
+    header = {"length": f"output length beyond ({REFERENCE})", "precision": "without the brevity penalty [95%]"}
     lines = [f"| model | trained on ≤ words | test sentences beyond | score beyond ({REFERENCE}) | ratio [95%] | "
-             "reading |", "|---|---|---|---|---|---|"]  # fmt: skip
-    table = pd.DataFrame(rows)
-    for model, part in sorted(table.groupby("model"), key=lambda kv: (kv[0].startswith("none"), kv[0])):
+             "reading |" + "".join(f" {header[name]} |" for name, _ in factors),
+             "|---|---|---|---|---|---|" + "---|" * len(factors)]  # fmt: skip
+    for model, part in sorted(pd.DataFrame(rows).groupby("model"), key=lambda kv: (kv[0].startswith("none"), kv[0])):
         low, high = part.ratio_low.min(), part.ratio_high.max()
         reading = (f"falls to ≤ {collapse}×" if high <= collapse else f"keeps ≥ {holds}×" if low >= holds
                    else "neither bound settles it")  # fmt: skip
-        lines.append(f"| {model} | {part.cap.iloc[0]} | {part['count'].iloc[0]} | {part.score.mean():.1f} "
-                     f"({part.reference.mean():.1f}) | {part.ratio.mean():.2f}× [{low:.2f}, {high:.2f}] | "
-                     f"{reading} |")  # fmt: skip
+        cells = [str(part.cap.iloc[0]), str(part["count"].iloc[0]), f"{part.score.mean():.1f} "
+                 f"({part.reference.mean():.1f})", _ratio(part), reading]  # fmt: skip
+        for name, factor in factors:
+            mine = factor[factor.model == model]
+            cells.append("-" if mine.empty else _ratio(mine) if name == "precision"
+                         else f"{mine.score.mean():.2f} ({mine.reference.mean():.2f})")  # fmt: skip
+        lines.append(f"| {model} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _ratio(rows: pd.DataFrame) -> str:
+    """Mean ratio over seeds [the seeds' lowest and highest bound]."""
+    return f"{rows.ratio.mean():.2f}× [{rows.ratio_low.min():.2f}, {rows.ratio_high.max():.2f}]"
 
 
 def training_caps(df: pd.DataFrame) -> dict[str, int]:
@@ -454,13 +477,25 @@ def write_length_study(out: Path, df: pd.DataFrame, edges: Sequence[int] = DEFAU
                   f"intervals of the ratio] ({RESAMPLES:,} resamples of each bucket's test sentences, the two "
                   "buckets resampled on their own); † beyond the longest training sentence.", "",
                   ratios]  # fmt: skip
-    answer = beyond_cap_table(beyond_cap(cells, saved, caps, edges))
+    answer = beyond_cap_table(beyond_cap(cells, saved, caps, edges),
+                              length=beyond_cap(cells, saved, caps, edges, metric="length_ratio"),
+                              precision=beyond_cap(cells, saved, caps, edges, metric="bleu_precision"))  # fmt: skip
     if answer:
         parts += ["", "### Beyond the training cap: Fig. 2's question", "",
                   "Test BLEU on all sentences longer than the model's training cap, as a multiple of its "
                   f"{REFERENCE}-word BLEU (mean over seeds), with [the seeds' lowest and highest 95% bound of that "
                   "ratio]; the reading says what the interval allows: ≤ 0.5× (Bahdanau et al.'s collapse), "
-                  "≥ 0.8× (quality kept), or neither.", "", answer]  # fmt: skip
+                  "≥ 0.8× (quality kept), or neither. BLEU is its brevity penalty times its n-gram precision "
+                  "part, so the last two columns say why it falls: the output's length as a share of the "
+                  f"reference's (beyond the cap, and at {REFERENCE} words), and BLEU without its brevity penalty "
+                  "as the same multiple. A model whose precision part holds while its output shrinks translates "
+                  "what it writes as well as before but stops too early.", "", answer]  # fmt: skip
+    parts += ["", "### Why BLEU falls with length: output length or n-gram precision", "",
+              "BLEU = brevity penalty × the n-gram precisions' geometric mean. The output's length as a share of "
+              "the reference's per bucket (mean over seeds [the seeds' 95% bounds]; below 1 the brevity penalty "
+              f"costs BLEU), then BLEU without its brevity penalty as a multiple of the model's {REFERENCE}-word "
+              "value (as the ratio table above).", "", _table(stats, "length_ratio", digits=2), "",
+              ratio_table(stats, caps, metric="bleu_precision")]  # fmt: skip
     dev = dev_table(out, cells)
     if dev:
         parts += ["", "## Dev: the last and the best validation, and the attention's saturation", "",
