@@ -257,16 +257,18 @@ def format_table(rows: list[dict], columns: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
-def text_scores(hyps: Sequence[str], refs: Sequence[str]) -> dict[str, float]:
-    """Corpus BLEU and chrF (sacreBLEU defaults) of detokenised text."""
+def text_scores(hyps: Sequence[str], refs: Sequence[str], length_ratio: bool = False) -> dict[str, float]:
+    """Corpus BLEU and chrF (sacreBLEU defaults) of detokenised text; with ``length_ratio``, also the output's
+    length over the reference's in BLEU's tokens (below 1, BLEU's brevity penalty lowers its score)."""
     from sacrebleu.metrics import BLEU, CHRF
 
     if not hyps:
         return {}
-    return {
-        "bleu": BLEU().corpus_score(list(hyps), [list(refs)]).score,
-        "chrf": CHRF().corpus_score(list(hyps), [list(refs)]).score,
-    }
+    bleu = BLEU().corpus_score(list(hyps), [list(refs)])
+    scores = {"bleu": bleu.score, "chrf": CHRF().corpus_score(list(hyps), [list(refs)]).score}
+    if length_ratio:
+        scores["length_ratio"] = bleu.sys_len / bleu.ref_len if bleu.ref_len else 0.0
+    return scores
 
 
 def sacrebleu_signature() -> str:
@@ -280,9 +282,10 @@ def sacrebleu_signature() -> str:
 
 
 def text_scores_by_bucket(
-    hyps: Sequence[str], refs: Sequence[str], src_lengths: Sequence[int], edges: Sequence[int]
-) -> dict[str, dict[str, float]]:
-    """Count, BLEU and chrF per non-empty source-length bucket (labels as :func:`bucket_labels`)."""
+    hyps: Sequence[str], refs: Sequence[str], src_lengths: Sequence[int], edges: Sequence[int],
+    length_ratio: bool = False,
+) -> dict[str, dict[str, float]]:  # fmt: skip
+    """Count and :func:`text_scores` per non-empty source-length bucket (labels as :func:`bucket_labels`)."""
     index = bucket_index(torch.tensor(list(src_lengths), dtype=torch.float), edges).tolist()
     labels = bucket_labels(edges)
     out = {}
@@ -291,6 +294,6 @@ def text_scores_by_bucket(
         if members:
             out[label] = {
                 "count": float(len(members)),
-                **text_scores([hyps[j] for j in members], [refs[j] for j in members]),
+                **text_scores([hyps[j] for j in members], [refs[j] for j in members], length_ratio),
             }
     return out

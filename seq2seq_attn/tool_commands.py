@@ -232,7 +232,10 @@ def evaluate_command(argv: list[str]) -> None:
     from seq2seq_attn.metrics import DEFAULT_BUCKETS, sacrebleu_signature, text_scores, text_scores_by_bucket
     from seq2seq_attn.results import write_json
 
-    parser = argparse.ArgumentParser(prog="seq2seq-attn evaluate", description="BLEU and chrF, overall and per length.")
+    parser = argparse.ArgumentParser(
+        prog="seq2seq-attn evaluate",
+        description="BLEU, chrF and the output's length over the reference's, overall and per length.",
+    )
     _search_args(parser)
     parser.add_argument("--src", required=True, help="source file (plain or .gz)")
     parser.add_argument("--ref", required=True, help="reference file, line-parallel to --src")
@@ -254,16 +257,17 @@ def evaluate_command(argv: list[str]) -> None:
     if len(src) != len(ref):
         raise ConfigError(f"{args.src} has {len(src)} lines but {args.ref} has {len(ref)}: they must be line-parallel")
     hyps = _translate(args, src)
-    overall = {"count": len(src), **text_scores(hyps, ref)}
-    by_bucket = text_scores_by_bucket(hyps, ref, [len(s.split()) for s in src], edges)
+    overall = {"count": len(src), **text_scores(hyps, ref, length_ratio=True)}
+    by_bucket = text_scores_by_bucket(hyps, ref, [len(s.split()) for s in src], edges, length_ratio=True)
     buckets = [{"bucket": label, **scores} for label, scores in by_bucket.items()]
     print(
-        f"BLEU {overall.get('bleu', 0):.2f}  chrF {overall.get('chrf', 0):.2f}  ({len(src)} sentences; "
-        f"{sacrebleu_signature()})"
+        f"BLEU {overall.get('bleu', 0):.2f}  chrF {overall.get('chrf', 0):.2f}  length "
+        f"{overall.get('length_ratio', 0):.2f} of the reference's ({len(src)} sentences; {sacrebleu_signature()})"
     )
-    print(f"{'bucket':>8} {'count':>6} {'BLEU':>7} {'chrF':>7}")
+    print(f"{'bucket':>8} {'count':>6} {'BLEU':>7} {'chrF':>7} {'length':>7}")
     for row in buckets:
-        print(f"{row['bucket']:>8} {int(row['count']):>6} {row['bleu']:>7.2f} {row['chrf']:>7.2f}")
+        print(f"{row['bucket']:>8} {int(row['count']):>6} {row['bleu']:>7.2f} {row['chrf']:>7.2f} "
+              f"{row['length_ratio']:>7.2f}")  # fmt: skip
     if args.out:
         write_json(
             args.out,

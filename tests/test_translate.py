@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+from sacrebleu.metrics import BLEU
 
 from seq2seq_attn.cli import main
 from seq2seq_attn.data.corpora import read_lines
@@ -89,6 +90,12 @@ def test_evaluate_prints_and_writes_buckets(trained_checkpoint, tmp_path, capsys
     result = json.loads((tmp_path / "r.json").read_text())
     assert [b["bucket"] for b in result["buckets"]][0] == "1-8"
     assert sum(b["count"] for b in result["buckets"]) == 25
+    # the output's length over the reference's: sacreBLEU's own ratio of the same greedy translations
+    main(["translate", "--ckpt", ckpt, "--beam", "1", "--input", str(short_src), "--output", str(tmp_path / "h")])
+    hyps = (tmp_path / "h").read_text(encoding="utf-8").splitlines()
+    sacre = BLEU().corpus_score(hyps, [read_lines(short_ref)])
+    assert result["overall"]["length_ratio"] == pytest.approx(sacre.sys_len / sacre.ref_len, abs=1e-12)
+    assert "length" in printed and all(b["length_ratio"] > 0 for b in result["buckets"])
     short_ref.write_text("one line\n", encoding="utf-8")
     with pytest.raises(SystemExit):
         main(["evaluate", "--ckpt", ckpt, "--src", str(short_src), "--ref", str(short_ref)])
