@@ -21,7 +21,7 @@ demo: setup  ## the main job: scorer ablation on the toy reverse task (CPU, minu
 test: setup  ## the test suite (what CI runs)
 	$(PY) -m pytest
 
-test-fast: setup  ## the quick part of the suite (under a minute): no slow or full-corpus tests
+test-fast: setup  ## the quick part of the suite (about 3 minutes on 2 cores): no slow or full-corpus tests
 	$(PY) -m pytest -q -m "not slow and not corpus"
 
 lint: setup
