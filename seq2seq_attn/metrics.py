@@ -267,7 +267,7 @@ def text_scores(hyps: Sequence[str], refs: Sequence[str], length_ratio: bool = F
     bleu = BLEU().corpus_score(list(hyps), [list(refs)])
     scores = {"bleu": bleu.score, "chrf": CHRF().corpus_score(list(hyps), [list(refs)]).score}
     if length_ratio:
-        scores["length_ratio"] = bleu.sys_len / bleu.ref_len if bleu.ref_len else 0.0
+        scores["length_ratio"] = float(bleu.ratio)  # sacreBLEU's hyp_len / ref_len
     return scores
 
 

@@ -40,11 +40,10 @@ RESAMPLES = 1000
 Scorer = Callable[[np.ndarray], float]  # summed statistics (K,) -> the corpus score
 
 
-# BLEU's two factors, scored from BLEU's statistics (BLEU = brevity penalty × precision part): why it falls
-BLEU_FACTORS = {
-    "bleu_precision": "BLEU without its brevity penalty: the n-gram precisions' geometric mean (× 100)",
-    "length_ratio": "the hypotheses' length over the references' (tokens; the brevity penalty's input)",
-}
+# BLEU = brevity penalty × precision part. Its two factors, scored from BLEU's statistics, say why it falls:
+# ``bleu_precision``, BLEU without its brevity penalty (the n-gram precisions' geometric mean, × 100), and
+# ``length_ratio``, the hypotheses' length over the references' in BLEU's tokens (the brevity penalty's input).
+BLEU_FACTORS = ("bleu_precision", "length_ratio")
 
 
 def statistics_of(metric: str) -> str:
@@ -56,21 +55,25 @@ def text_scorer(metric: str) -> Scorer:
     """sacreBLEU's corpus BLEU or chrF (default settings) of summed sentence statistics, or one of BLEU's factors
     (:data:`BLEU_FACTORS`) of summed BLEU statistics ``(hyp_len, ref_len, matches 1-4, totals 1-4)``."""
     from sacrebleu.metrics import BLEU, CHRF
+    from sacrebleu.utils import my_log
 
-    scorers = {"bleu": BLEU, "chrf": CHRF}
-    if metric not in scorers and metric not in BLEU_FACTORS:
-        raise ValueError(f"no sentence statistics for metric {metric!r}: choose one of "
-                         f"{sorted([*scorers, *BLEU_FACTORS])}")  # fmt: skip
-    if metric == "length_ratio":
-        return lambda summed: float(summed[0] / summed[1]) if summed[1] else 0.0
-    sacre = scorers[statistics_of(metric)]()
-    if metric == "bleu_precision":  # BLEU divided by its brevity penalty (0 when there is no output at all)
-        return lambda summed: _without_brevity_penalty(sacre._compute_score_from_stats(list(summed)))
-    return lambda summed: float(sacre._compute_score_from_stats(list(summed)).score)
+    bleu = BLEU()
 
+    def corpus_score(sacre) -> Scorer:
+        return lambda summed: float(sacre._compute_score_from_stats(list(summed)).score)
 
-def _without_brevity_penalty(bleu) -> float:
-    return float(bleu.score / bleu.bp) if bleu.bp else 0.0
+    def precision_part(summed: np.ndarray) -> float:  # sacreBLEU's formula less the penalty; 0 without a match
+        score = bleu._compute_score_from_stats(list(summed))
+        return float(np.exp(np.mean([my_log(p) for p in score.precisions]))) if any(score.counts) else 0.0
+
+    def length_ratio(summed: np.ndarray) -> float:
+        return float(summed[0] / summed[1]) if summed[1] else 0.0
+
+    scorers = {"bleu": lambda: corpus_score(bleu), "chrf": lambda: corpus_score(CHRF()),
+               "bleu_precision": lambda: precision_part, "length_ratio": lambda: length_ratio}  # fmt: skip
+    if metric not in scorers:
+        raise ValueError(f"no sentence statistics for metric {metric!r}: choose one of {sorted(scorers)}")
+    return scorers[metric]()
 
 
 def sentence_statistics(metric: str, hyps: Sequence[str], refs: Sequence[str]) -> np.ndarray:

@@ -4,6 +4,7 @@ import json
 import random
 import re
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -54,6 +55,10 @@ def test_the_report_of_a_length_study_has_intervals_tests_and_figures(tmp_path):
     # the fakes swap words, never drop them: every output is as long as its reference, and the bottleneck's
     # loss beyond 30 words is all n-gram precision
     assert (stats[stats.metric == "length_ratio"].score == 1.0).all()
+    # BLEU = brevity penalty (from the length ratio) × precision part, in every cell and bucket
+    wide = stats.pivot_table(index=["cell", "bucket"], columns="metric", values="score")
+    penalty = np.minimum(1.0, np.exp(1 - 1 / wide.length_ratio))
+    assert np.allclose(wide.bleu, wide.bleu_precision * penalty, atol=1e-9)
     part = stats[(stats.metric == "bleu_precision") & stats.cell.str.startswith("none")].set_index(["cell", "bucket"])
     assert (part.ratio.xs("41-50", level="bucket") < 0.5).all() and (part.ratio.xs("21-30", level="bucket") > 0.8).all()
     assert (stats.ci_low <= stats.score).all() and (stats.score <= stats.ci_high).all()
@@ -242,3 +247,16 @@ def test_beyond_cap_tells_an_output_that_stops_early_from_one_that_translates_wo
     assert "| output length beyond (11-20) | without the brevity penalty [95%] |" in table
     assert re.search(r"\| early \| 30 \| 150 \| .* \| 0\.[45]\d \(1\.00\) \| 1\.00× \[1\.00, 1\.00\] \|", table)
     assert re.search(r"\| worse \| .* \| 1\.00 \(1\.00\) \| 0\.[0-2]\d× \[", table)
+
+
+def test_summary_marks_each_models_own_extrapolation_and_a_shared_one_in_the_header():
+    from seq2seq_attn.ablation.report import summary_table
+
+    def rows(model, cap):  # BLEU per bucket; flagged beyond the model's cap
+        return [{"model": model, "bucket": b, "lo": lo, "metric": "bleu", "value": v, "extrapolation": lo > cap}
+                for b, lo, v in (("11-20", 11, 20.0), ("31-40", 31, 15.0), ("51-60", 51, 10.0))]  # fmt: skip
+
+    table = summary_table(pd.DataFrame(rows("m-30", 30) + rows("m-50", 50)), "bleu")
+    assert "| model | all | 11-20 | 31-40 | 51-60 † |" in table  # beyond both caps: in the header
+    assert "| m-30 | - | **20.000** | **15.000** † | **10.000** |" in table
+    assert "| m-50 | - | **20.000** | **15.000** | **10.000** |" in table

@@ -75,6 +75,9 @@ def test_bleus_factors_are_sacrebleus_brevity_penalty_inputs_and_precisions():
     assert precision == pytest.approx(np.exp(np.mean(np.log(sacre.precisions))), abs=1e-9)  # geometric mean
     assert precision * sacre.bp == pytest.approx(sacre.score, abs=1e-9) and precision > sacre.score
     assert text_scorer("bleu_precision")(sentence_statistics("bleu", [""], ["a b"]).sum(0)) == 0.0  # no output
+    longer = sentence_statistics("bleu", [h + " and more words" for h in hyps], refs).sum(0)  # no penalty
+    assert text_scorer("bleu_precision")(longer) == pytest.approx(text_scorer("bleu")(longer), abs=1e-9)
+    assert text_scorer("length_ratio")(longer) > 1
 
 
 def sentences(seed: int, n: int = 120) -> list[str]:

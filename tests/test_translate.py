@@ -93,9 +93,13 @@ def test_evaluate_prints_and_writes_buckets(trained_checkpoint, tmp_path, capsys
     # the output's length over the reference's: sacreBLEU's own ratio of the same greedy translations
     main(["translate", "--ckpt", ckpt, "--beam", "1", "--input", str(short_src), "--output", str(tmp_path / "h")])
     hyps = (tmp_path / "h").read_text(encoding="utf-8").splitlines()
-    sacre = BLEU().corpus_score(hyps, [read_lines(short_ref)])
-    assert result["overall"]["length_ratio"] == pytest.approx(sacre.sys_len / sacre.ref_len, abs=1e-12)
-    assert "length" in printed and all(b["length_ratio"] > 0 for b in result["buckets"])
+    refs, words = read_lines(short_ref), [len(s.split()) for s in read_lines(short_src)]
+    assert result["overall"]["length_ratio"] == pytest.approx(BLEU().corpus_score(hyps, [refs]).ratio, abs=1e-12)
+    assert f"length {result['overall']['length_ratio']:.2f} of the reference's" in printed
+    for bucket, (lo, hi) in zip(result["buckets"], [(1, 8), (9, 12), (13, 10**6)]):
+        members = [i for i, n in enumerate(words) if lo <= n <= hi]
+        sacre = BLEU().corpus_score([hyps[i] for i in members], [[refs[i] for i in members]])
+        assert bucket["length_ratio"] == pytest.approx(sacre.ratio, abs=1e-12)
     short_ref.write_text("one line\n", encoding="utf-8")
     with pytest.raises(SystemExit):
         main(["evaluate", "--ckpt", ckpt, "--src", str(short_src), "--ref", str(short_ref)])

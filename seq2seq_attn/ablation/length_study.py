@@ -191,10 +191,11 @@ def beyond_cap_table(
     without its brevity penalty)."""
     if not rows:
         return ""
-    factors = [(name, pd.DataFrame(part)) for name, part in (("length", length), ("precision", precision)) if part]
-    header = {"length": f"output length beyond ({REFERENCE})", "precision": "without the brevity penalty [95%]"}
+    factors = [(header, frame, show) for header, frame, show in (
+        (f"output length beyond ({REFERENCE})", pd.DataFrame(length), _lengths),
+        ("without the brevity penalty [95%]", pd.DataFrame(precision), _ratio)) if not frame.empty]  # fmt: skip
     lines = [f"| model | trained on ≤ words | test sentences beyond | score beyond ({REFERENCE}) | ratio [95%] | "
-             "reading |" + "".join(f" {header[name]} |" for name, _ in factors),
+             "reading |" + "".join(f" {header} |" for header, _, _ in factors),
              "|---|---|---|---|---|---|" + "---|" * len(factors)]  # fmt: skip
     for model, part in sorted(pd.DataFrame(rows).groupby("model"), key=lambda kv: (kv[0].startswith("none"), kv[0])):
         low, high = part.ratio_low.min(), part.ratio_high.max()
@@ -202,17 +203,21 @@ def beyond_cap_table(
                    else "neither bound settles it")  # fmt: skip
         cells = [str(part.cap.iloc[0]), str(part["count"].iloc[0]), f"{part.score.mean():.1f} "
                  f"({part.reference.mean():.1f})", _ratio(part), reading]  # fmt: skip
-        for name, factor in factors:
-            mine = factor[factor.model == model]
-            cells.append("-" if mine.empty else _ratio(mine) if name == "precision"
-                         else f"{mine.score.mean():.2f} ({mine.reference.mean():.2f})")  # fmt: skip
+        cells += [show(frame[frame.model == model]) for _, frame, show in factors]
         lines.append(f"| {model} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def _ratio(rows: pd.DataFrame) -> str:
-    """Mean ratio over seeds [the seeds' lowest and highest bound]."""
+    """:func:`beyond_cap` rows: the mean ratio over seeds [the seeds' lowest and highest bound]; '-' for none."""
+    if rows.empty or rows.ratio.isna().all():
+        return "-"
     return f"{rows.ratio.mean():.2f}× [{rows.ratio_low.min():.2f}, {rows.ratio_high.max():.2f}]"
+
+
+def _lengths(rows: pd.DataFrame) -> str:
+    """:func:`beyond_cap` rows of ``length_ratio``: beyond the cap (at the reference bucket), mean over seeds."""
+    return "-" if rows.empty else f"{rows.score.mean():.2f} ({rows.reference.mean():.2f})"
 
 
 def training_caps(df: pd.DataFrame) -> dict[str, int]:
@@ -490,12 +495,14 @@ def write_length_study(out: Path, df: pd.DataFrame, edges: Sequence[int] = DEFAU
                   f"reference's (beyond the cap, and at {REFERENCE} words), and BLEU without its brevity penalty "
                   "as the same multiple. A model whose precision part holds while its output shrinks translates "
                   "what it writes as well as before but stops too early.", "", answer]  # fmt: skip
-    parts += ["", "### Why BLEU falls with length: output length or n-gram precision", "",
-              "BLEU = brevity penalty × the n-gram precisions' geometric mean. The output's length as a share of "
-              "the reference's per bucket (mean over seeds [the seeds' 95% bounds]; below 1 the brevity penalty "
-              f"costs BLEU), then BLEU without its brevity penalty as a multiple of the model's {REFERENCE}-word "
-              "value (as the ratio table above).", "", _table(stats, "length_ratio", digits=2), "",
-              ratio_table(stats, caps, metric="bleu_precision")]  # fmt: skip
+    precision = ratio_table(stats, caps, metric="bleu_precision")
+    if precision:
+        parts += ["", "### Why BLEU falls with length: output length or n-gram precision", "",
+                  "BLEU = brevity penalty × the n-gram precisions' geometric mean. The output's length as a share "
+                  "of the reference's per bucket (mean over seeds [the seeds' 95% bounds]; below 1 the brevity "
+                  f"penalty costs BLEU), then BLEU without its brevity penalty as a multiple of the model's "
+                  f"{REFERENCE}-word value (as the ratio table above). A shorter output can be more precise: read "
+                  "the two together.", "", _table(stats, "length_ratio", digits=2), "", precision]  # fmt: skip
     dev = dev_table(out, cells)
     if dev:
         parts += ["", "## Dev: the last and the best validation, and the attention's saturation", "",

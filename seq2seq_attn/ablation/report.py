@@ -161,11 +161,13 @@ def summary_table(df: pd.DataFrame, metric: str) -> str:
         return ""
     stats = part.groupby(["model", "bucket"])["value"].agg(["mean", "std", "count"]).reset_index()
     order = bucket_order(part)
-    extrap = set(part[part.extrapolation.astype(str).str.lower() == "true"].bucket)
+    flagged = part[part.extrapolation.astype(str).str.lower() == "true"]
+    beyond = set(zip(flagged.model, flagged.bucket))  # (model, bucket) beyond that model's training lengths
+    shared = {b for b in order if all((m, b) in beyond for m in stats.model.unique())}  # marked in the header
     info = metric_info(metric)
     lower_is_better = bool(info and info.lower_is_better)
     best = stats.groupby("bucket")["mean"].min() if lower_is_better else stats.groupby("bucket")["mean"].max()
-    header = ["model", *[f"{b} †" if b in extrap else b for b in order]]
+    header = ["model", *[f"{b} †" if b in shared else b for b in order]]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for model in sorted(stats.model.unique(), key=lambda m: (m.startswith("none"), m)):
         cells = []
@@ -176,7 +178,8 @@ def summary_table(df: pd.DataFrame, metric: str) -> str:
                 continue
             mean, std = float(row["mean"].iloc[0]), row["std"].iloc[0]
             text = f"{mean:.3f}" + (f" ± {std:.3f}" if pd.notna(std) else "")
-            cells.append(f"**{text}**" if abs(mean - best[bucket]) < 1e-9 else text)
+            mark = " †" if (model, bucket) in beyond and bucket not in shared else ""  # a model's own cap
+            cells.append((f"**{text}**" if abs(mean - best[bucket]) < 1e-9 else text) + mark)
         lines.append("| " + " | ".join([model, *cells]) + " |")
     return "\n".join(lines)
 
@@ -233,7 +236,8 @@ def write_summary(out: Path, df: pd.DataFrame, metric: str, extra: str = "") -> 
         f"# Ablation: {ablation_name(out)}",
         "",
         f"Mean ± std over {seeds} seed(s) per model, overall and per source-length bucket; the best per bucket"
-        " is in bold; † marks buckets longer than any training sentence (extrapolation).",
+        " is in bold; † marks buckets longer than any training sentence of the model (extrapolation; in the header"
+        " when every model's).",
     ]
     df = with_own_alignment(df)
     per_head = sorted(m for m in df.metric.unique() if re.fullmatch(r"(attn_saturated|score_range)_h\d+", m))
