@@ -57,23 +57,17 @@ def text_scorer(metric: str) -> Scorer:
     from sacrebleu.metrics import BLEU, CHRF
     from sacrebleu.utils import my_log
 
-    bleu = BLEU()
+    def precision_part(bleu) -> float:  # sacreBLEU's formula less the penalty; 0 without a match
+        return float(np.exp(np.mean([my_log(p) for p in bleu.precisions]))) if any(bleu.counts) else 0.0
 
-    def corpus_score(sacre) -> Scorer:
-        return lambda summed: float(sacre._compute_score_from_stats(list(summed)).score)
-
-    def precision_part(summed: np.ndarray) -> float:  # sacreBLEU's formula less the penalty; 0 without a match
-        score = bleu._compute_score_from_stats(list(summed))
-        return float(np.exp(np.mean([my_log(p) for p in score.precisions]))) if any(score.counts) else 0.0
-
-    def length_ratio(summed: np.ndarray) -> float:
-        return float(summed[0] / summed[1]) if summed[1] else 0.0
-
-    scorers = {"bleu": lambda: corpus_score(bleu), "chrf": lambda: corpus_score(CHRF()),
-               "bleu_precision": lambda: precision_part, "length_ratio": lambda: length_ratio}  # fmt: skip
+    # each metric: the sacreBLEU metric that scores the summed statistics, and what of its score it reports
+    scorers = {"bleu": (BLEU, lambda s: s.score), "chrf": (CHRF, lambda s: s.score),
+               "bleu_precision": (BLEU, precision_part), "length_ratio": (BLEU, lambda s: s.ratio)}  # fmt: skip
     if metric not in scorers:
         raise ValueError(f"no sentence statistics for metric {metric!r}: choose one of {sorted(scorers)}")
-    return scorers[metric]()
+    make, part = scorers[metric]
+    sacre = make()
+    return lambda summed: float(part(sacre._compute_score_from_stats(list(summed))))
 
 
 def sentence_statistics(metric: str, hyps: Sequence[str], refs: Sequence[str]) -> np.ndarray:
