@@ -205,7 +205,7 @@ def test_beyond_cap_reads_fig_2s_question_from_the_ratios_interval():
     cells = pd.DataFrame({"cell": list(saved), "model": ["rnnenc-30", "rnnsearch-30", "mid-30", "uncapped"],
                           "seed": [1, 1, 1, 1]})  # fmt: skip
     caps = {"rnnenc-30": 30, "rnnsearch-30": 30, "mid-30": 30}  # "uncapped" was trained on every length
-    rows = beyond_cap(cells, saved, caps, DEFAULT_BUCKETS, score=mean_of)
+    rows = beyond_cap(cells, saved, caps, DEFAULT_BUCKETS, scorers={"bleu": mean_of})["bleu"]
     assert [r["model"] for r in rows] == ["rnnenc-30", "rnnsearch-30", "mid-30"] and all(
         r["count"] == 200 for r in rows
     )
@@ -236,8 +236,7 @@ def test_beyond_cap_tells_an_output_that_stops_early_from_one_that_translates_wo
              for m, hyps in outputs.items()}  # fmt: skip
     cells = pd.DataFrame({"cell": list(saved), "model": list(saved), "seed": [1, 1]})
     caps = {"early": 30, "worse": 30}
-    rows = {m: beyond_cap(cells, saved, caps, DEFAULT_BUCKETS, metric=m) for m in ("bleu", "length_ratio",
-            "bleu_precision")}  # fmt: skip
+    rows = beyond_cap(cells, saved, caps, DEFAULT_BUCKETS)
     early, worse = ({r["model"]: r for r in rows[m]} for m in ("length_ratio", "bleu_precision"))
     assert early["early"]["score"] == pytest.approx(0.5, abs=0.02) and early["early"]["reference"] == 1.0
     assert early["worse"]["score"] == 1.0  # as long as the reference, every word wrong
@@ -249,8 +248,8 @@ def test_beyond_cap_tells_an_output_that_stops_early_from_one_that_translates_wo
     assert re.search(r"\| worse \| .* \| 1\.00 \(1\.00\) \| 0\.[0-2]\d× \[", table)
 
 
-def test_summary_marks_each_models_own_extrapolation_and_a_shared_one_in_the_header():
-    from seq2seq_attn.ablation.report import summary_table
+def test_summary_and_figure_mark_each_models_own_extrapolation_and_a_shared_one_in_the_header(tmp_path):
+    from seq2seq_attn.ablation.report import extrapolation_marks, plot_degradation, summary_table
 
     def rows(model, cap):  # BLEU per bucket; flagged beyond the model's cap
         return [{"model": model, "bucket": b, "lo": lo, "metric": "bleu", "value": v, "extrapolation": lo > cap}
@@ -260,3 +259,9 @@ def test_summary_marks_each_models_own_extrapolation_and_a_shared_one_in_the_hea
     assert "| model | all | 11-20 | 31-40 | 51-60 † |" in table  # beyond both caps: in the header
     assert "| m-30 | - | **20.000** | **15.000** † | **10.000** |" in table
     assert "| m-50 | - | **20.000** | **15.000** | **10.000** |" in table
+    df = pd.DataFrame(rows("m-30", 30) + rows("m-50", 50) + rows("m-all", 60))
+    assert extrapolation_marks(df) == ({"m-30": {"31-40", "51-60"}, "m-50": {"51-60"}}, set())  # m-all: none
+    assert extrapolation_marks(df[df.model != "m-all"])[1] == {"51-60"}  # shaded in the figure: beyond both caps
+    for part in (df, df[df.model != "m-all"]):
+        frame = part.assign(cell=part.model, baseline=False, **{"seed_everything": 1})
+        assert plot_degradation(frame, "bleu", tmp_path / "degradation.png").stat().st_size > 0

@@ -158,25 +158,30 @@ def _significance_table(sig: pd.DataFrame, metric: str) -> str:
     return "\n".join(lines)
 
 
+BEYOND_METRICS = ("bleu", "length_ratio", "bleu_precision")  # BLEU beyond the cap, and why it falls
+
+
 def beyond_cap(
-    cells: pd.DataFrame, saved: dict, caps: dict[str, int], edges: Sequence[int], metric: str = "bleu",
-    score: Optional[Scorer] = None,
-) -> list[dict]:  # fmt: skip
+    cells: pd.DataFrame, saved: dict, caps: dict[str, int], edges: Sequence[int],
+    scorers: Optional[dict[str, Scorer]] = None,
+) -> dict[str, list[dict]]:  # fmt: skip
     """Fig. 2's question per model and seed: the score on all test sentences longer than the model's training
-    cap, as a multiple of its :data:`REFERENCE` bucket's, with that ratio's 95% interval (``metric``: one of
-    :data:`SCORED`)."""
-    score = score or text_scorer(metric)
-    out = []
+    cap, as a multiple of its :data:`REFERENCE` bucket's, with that ratio's 95% interval; one list of rows per
+    metric of ``scorers`` (by default :data:`BEYOND_METRICS`, scored by :func:`text_scorer`)."""
+    scorers = scorers or {metric: text_scorer(metric) for metric in BEYOND_METRICS}
+    out = {metric: [] for metric in scorers}
     for _, cell in cells[cells.model.isin(list(caps))].iterrows():
-        src_len, stats = saved[cell.cell]["src_len"], saved[cell.cell]["stats"][statistics_of(metric)]
+        src_len = saved[cell.cell]["src_len"]
         beyond = np.nonzero(src_len > caps[cell.model])[0]
         reference = _reference_rows(_bucket_rows(src_len, edges))
         if not len(beyond) or not len(reference):
             continue
-        ratio = ratio_interval(score, stats[beyond], stats[reference])
-        out.append({"model": cell.model, "seed": cell.seed, "cap": caps[cell.model], "count": len(beyond),
-                    "score": score(stats[beyond].sum(0)), "reference": score(stats[reference].sum(0)),
-                    "ratio": ratio.score, "ratio_low": ratio.low, "ratio_high": ratio.high})  # fmt: skip
+        for metric, score in scorers.items():
+            stats = saved[cell.cell]["stats"][statistics_of(metric)]
+            ratio = ratio_interval(score, stats[beyond], stats[reference])
+            out[metric].append({"model": cell.model, "seed": cell.seed, "cap": caps[cell.model], "count": len(beyond),
+                                "score": score(stats[beyond].sum(0)), "reference": score(stats[reference].sum(0)),
+                                "ratio": ratio.score, "ratio_low": ratio.low, "ratio_high": ratio.high})  # fmt: skip
     return out
 
 
@@ -482,9 +487,8 @@ def write_length_study(out: Path, df: pd.DataFrame, edges: Sequence[int] = DEFAU
                   f"intervals of the ratio] ({RESAMPLES:,} resamples of each bucket's test sentences, the two "
                   "buckets resampled on their own); † beyond the longest training sentence.", "",
                   ratios]  # fmt: skip
-    answer = beyond_cap_table(beyond_cap(cells, saved, caps, edges),
-                              length=beyond_cap(cells, saved, caps, edges, metric="length_ratio"),
-                              precision=beyond_cap(cells, saved, caps, edges, metric="bleu_precision"))  # fmt: skip
+    beyond = beyond_cap(cells, saved, caps, edges)
+    answer = beyond_cap_table(beyond["bleu"], length=beyond["length_ratio"], precision=beyond["bleu_precision"])
     if answer:
         parts += ["", "### Beyond the training cap: Fig. 2's question", "",
                   "Test BLEU on all sentences longer than the model's training cap, as a multiple of its "

@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 from typing import Optional
 
+import numpy as np
 import pandas as pd
 
 from seq2seq_attn.metrics import metric_info, metric_items, title
@@ -154,6 +155,13 @@ def bucket_order(df: pd.DataFrame) -> list[str]:
     return ["all", *buckets.bucket.tolist()]
 
 
+def extrapolation_marks(df: pd.DataFrame) -> tuple[dict[str, set[str]], set[str]]:
+    """Per model, the buckets longer than any of its training sentences; and the buckets beyond every model's."""
+    flagged = df[(df.extrapolation.astype(str).str.lower() == "true") & (df.bucket != "all")]
+    beyond = {model: set(rows.bucket) for model, rows in flagged.groupby("model")}
+    return beyond, set.intersection(*(beyond.get(model, set()) for model in df.model.unique()))
+
+
 def summary_table(df: pd.DataFrame, metric: str) -> str:
     """Markdown: mean ± std over seeds per model and bucket; the best per bucket in bold."""
     part = df[df.metric == metric]
@@ -161,9 +169,7 @@ def summary_table(df: pd.DataFrame, metric: str) -> str:
         return ""
     stats = part.groupby(["model", "bucket"])["value"].agg(["mean", "std", "count"]).reset_index()
     order = bucket_order(part)
-    flagged = part[part.extrapolation.astype(str).str.lower() == "true"]
-    beyond = set(zip(flagged.model, flagged.bucket))  # (model, bucket) beyond that model's training lengths
-    shared = {b for b in order if all((m, b) in beyond for m in stats.model.unique())}  # marked in the header
+    beyond, shared = extrapolation_marks(part)  # a shared one is marked in the header
     info = metric_info(metric)
     lower_is_better = bool(info and info.lower_is_better)
     best = stats.groupby("bucket")["mean"].min() if lower_is_better else stats.groupby("bucket")["mean"].max()
@@ -178,7 +184,7 @@ def summary_table(df: pd.DataFrame, metric: str) -> str:
                 continue
             mean, std = float(row["mean"].iloc[0]), row["std"].iloc[0]
             text = f"{mean:.3f}" + (f" ± {std:.3f}" if pd.notna(std) else "")
-            mark = " †" if (model, bucket) in beyond and bucket not in shared else ""  # a model's own cap
+            mark = " †" if bucket in beyond.get(model, ()) and bucket not in shared else ""  # a model's own cap
             cells.append((f"**{text}**" if abs(mean - best[bucket]) < 1e-9 else text) + mark)
         lines.append("| " + " | ".join([model, *cells]) + " |")
     return "\n".join(lines)
@@ -273,23 +279,26 @@ def plot_degradation(df: pd.DataFrame, metric: str, path: Path) -> Path:
     metrics = [m for m in dict.fromkeys([metric, "align_flow"]) if (df.metric == m).any()]
     order = bucket_order(df)[1:]
     fig, axes = plt.subplots(1, len(metrics), figsize=(7 * len(metrics), 4.8), squeeze=False)
-    extrap = df[(df.extrapolation.astype(str).str.lower() == "true") & (df.bucket != "all")].bucket.unique()
+    beyond, shared = extrapolation_marks(df)
     for ax, name in zip(axes[0], metrics):
         part = df[(df.metric == name) & (df.bucket != "all")]
         stats = part.groupby(["model", "bucket", "baseline"])["value"].agg(["mean", "std"]).reset_index()
         for model in sorted(stats.model.unique(), key=lambda m: (m.startswith("none"), m)):
             rows = stats[stats.model == model].set_index("bucket").reindex(order).dropna(subset=["mean"])
-            x = [order.index(b) for b in rows.index]
+            x = np.array([order.index(b) for b in rows.index])
             style = "--" if bool(rows.baseline.iloc[0]) else "-"
             color = "black" if style == "--" else None
             line = ax.plot(x, rows["mean"], style, marker="o", ms=3, label=model, color=color)[0]
             std = rows["std"].fillna(0.0)
             ax.fill_between(x, rows["mean"] - std, rows["mean"] + std, alpha=0.15, color=line.get_color())
-        if len(extrap):
-            first = min(order.index(b) for b in extrap)
+            own = rows.index.isin(list(beyond.get(model, ())))
+            if own.any():  # beyond this model's longest training sentence: open markers
+                ax.plot(x[own], rows["mean"][own], "o", ms=6, mfc="white", color=line.get_color())
+        if shared:
+            first = min(order.index(b) for b in shared)
             ax.axvspan(first - 0.5, len(order) - 0.5, color="grey", alpha=0.12, label="beyond training lengths")
         ax.set_xticks(range(len(order)), order, rotation=45)
-        ax.set_xlabel("source length (tokens)")
+        ax.set_xlabel("source length (tokens; open markers: beyond the model's training lengths)")
         ax.set_ylabel(title(name))
         ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=7, loc="best")
