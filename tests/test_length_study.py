@@ -262,6 +262,7 @@ def test_summary_and_figure_mark_each_models_own_extrapolation_and_a_shared_one_
     df = pd.DataFrame(rows("m-30", 30) + rows("m-50", 50) + rows("m-all", 60))
     assert extrapolation_marks(df) == ({"m-30": {"31-40", "51-60"}, "m-50": {"51-60"}}, set())  # m-all: none
     assert extrapolation_marks(df[df.model != "m-all"])[1] == {"51-60"}  # shaded in the figure: beyond both caps
+    assert extrapolation_marks(df.iloc[:0]) == ({}, set())
     for part in (df, df[df.model != "m-all"]):
         frame = part.assign(cell=part.model, baseline=False, **{"seed_everything": 1})
         assert plot_degradation(frame, "bleu", tmp_path / "degradation.png").stat().st_size > 0

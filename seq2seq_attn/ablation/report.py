@@ -159,7 +159,8 @@ def extrapolation_marks(df: pd.DataFrame) -> tuple[dict[str, set[str]], set[str]
     """Per model, the buckets longer than any of its training sentences; and the buckets beyond every model's."""
     flagged = df[(df.extrapolation.astype(str).str.lower() == "true") & (df.bucket != "all")]
     beyond = {model: set(rows.bucket) for model, rows in flagged.groupby("model")}
-    return beyond, set.intersection(*(beyond.get(model, set()) for model in df.model.unique()))
+    each = [beyond.get(model, set()) for model in df.model.unique()]
+    return beyond, set.intersection(*each) if each else set()
 
 
 def summary_table(df: pd.DataFrame, metric: str) -> str:
