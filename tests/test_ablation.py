@@ -246,6 +246,16 @@ def test_model_labels_name_what_tells_cells_apart():
     ]
     df.loc[5, "num_layers"] = 6.0  # two Transformer sizes: their labels say which is which
     assert with_labels(df)["model"].tolist()[4:] == ["transformer, num_layers=3", "transformer, num_layers=6"]
+    # a grid axis the RNN cells vary along stays in the Transformer's label, though its cells share it
+    df["train_max_words"] = [30, 50, 50, 50, 50, 50]
+    assert with_labels(df)["model"].tolist() == [
+        "none (no attention), train_max_words=30",
+        "bahdanau + additive, train_max_words=50",
+        "bahdanau + additive, coverage=True, train_max_words=50",
+        "luong + general, heads=4, train_max_words=50",
+        "transformer, num_layers=3, train_max_words=50",
+        "transformer, num_layers=6, train_max_words=50",
+    ]
 
 
 def early_stopping(patience: int, monitor: str = "val/loss", mode: str = "min") -> list[dict]:

@@ -110,7 +110,8 @@ def model_label(row: pd.Series, columns: list[str], shared: frozenset[str] = fro
     """``luong + general (no feed)``; the baseline is ``none (no attention)``; ``transformer``.
 
     ``shared``: settings every Transformer cell of the report has alike (its size, its schedule), which
-    name the architecture rather than tell its cells apart, and stay out of the Transformer's label.
+    name the architecture rather than tell its cells apart, and stay out of the Transformer's label; a
+    grid axis the other cells vary along (a training-length cap) is not one of them.
     """
     # a key another cell's sub-grid sets is blank here
     values = {c: plain(v) for c in columns if pd.notna(v := row[c])}
@@ -131,8 +132,14 @@ def model_label(row: pd.Series, columns: list[str], shared: frozenset[str] = fro
 def with_labels(df: pd.DataFrame) -> pd.DataFrame:
     model_cols = [c for c in config_columns(df) if c not in seed_columns(df)]
     df = df.copy()
-    transformer = df[df["arch"].astype(str) == "transformer"] if "arch" in df.columns else df.iloc[:0]
-    shared = frozenset(c for c in model_cols if transformer[c].notna().all() and transformer[c].nunique() == 1)
+    arch = df["arch"].astype(str) if "arch" in df.columns else pd.Series("rnn", index=df.index)
+    is_transformer = arch == "transformer"
+    transformer, others = df[is_transformer], df[~is_transformer]
+    shared = frozenset(
+        c
+        for c in model_cols
+        if transformer[c].notna().all() and transformer[c].nunique() == 1 and others[c].nunique() <= 1
+    )
     df["model"] = df.apply(lambda r: model_label(r, model_cols, shared), axis=1) if model_cols else "model"
     df["baseline"] = df["model"].str.startswith("none")
     return df
