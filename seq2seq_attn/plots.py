@@ -1,5 +1,6 @@
 """Small drawing helpers shared by the report, the notebooks and the loggers."""
 
+import itertools
 from typing import Optional, Sequence
 
 
@@ -27,3 +28,44 @@ def draw_heatmap(
         ax.set_yticks([])
         ax.set_xlabel(f"source ({len(src_tokens)})", fontsize=7)
         ax.set_ylabel(f"output ({len(out_tokens)})", fontsize=7)
+
+
+CAP_KEY = "train_max_words="  # how a model label names its training cap (a grid key of the -30/-50 protocol)
+CAP_STYLES = ["-", "--", ":", "-."]  # the longest cap solid, shorter ones dashed, then dotted
+
+
+def family(model: str) -> str:
+    """A model label without its training cap: the models a -30/-50 grid trains twice share it."""
+    return ", ".join(part for part in model.split(", ") if not part.startswith(CAP_KEY))
+
+
+def label_cap(model: str) -> float:
+    """The training cap a model label names (infinite when it names none: trained on every length)."""
+    caps = [int(part[len(CAP_KEY) :]) for part in model.split(", ") if part.startswith(CAP_KEY)]
+    return max(caps) if caps else float("inf")
+
+
+def curve_styles(models: Sequence[str]) -> dict[str, dict]:
+    """Colour per model family (the bottleneck black), line style per training cap within the family (as in
+    Bahdanau et al.'s Fig. 2: -50 solid, -30 dashed); a lone bottleneck stays dashed, as the baseline. Compute
+    them once from every model of a report, so that a model looks the same in each of its figures."""
+    import matplotlib.pyplot as plt
+
+    families = sorted({family(m) for m in models}, key=lambda f: (not f.startswith("none"), f))
+    palette = itertools.cycle(plt.get_cmap("tab10").colors)
+    styles = {}
+    for k, name in enumerate(families):
+        colour = "black" if k == 0 and name.startswith("none") else next(palette)
+        members = sorted((m for m in models if family(m) == name), key=label_cap, reverse=True)
+        for rank, model in enumerate(members):
+            lone_baseline = len(members) == 1 and colour == "black"
+            styles[model] = {"color": colour, "ls": "--" if lone_baseline else CAP_STYLES[rank % len(CAP_STYLES)]}
+    return styles
+
+
+def legend_below(fig, ax, ncol: int = 2, fontsize: int = 8) -> None:
+    """The legend of ``ax`` under the whole figure, where it hides no curve; after ``tight_layout``, and saved
+    with ``bbox_inches="tight"`` so that the picture grows to hold it."""
+    handles, labels = ax.get_legend_handles_labels()
+    below = {"loc": "upper center", "bbox_to_anchor": (0.5, 0.0), "frameon": False}
+    fig.legend(handles, labels, ncol=ncol, fontsize=fontsize, **below)

@@ -8,9 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from seq2seq_attn.ablation.length_study import curve_styles, read_history
+from seq2seq_attn.ablation.length_study import read_history
 from seq2seq_attn.ablation.report import write_report, write_results_csv
 from seq2seq_attn.metrics import DEFAULT_BUCKETS
+from seq2seq_attn.plots import curve_styles
 from seq2seq_attn.results import TRANSLATIONS, write_json, write_jsonl_gz
 
 WORDS = "in the beginning god created heavens and earth was without form void darkness on face of deep".split()

@@ -29,6 +29,7 @@ import pandas as pd
 import torch
 
 from seq2seq_attn.metrics import DEFAULT_BUCKETS, SATURATED, bucket_index, buckets, title
+from seq2seq_attn.plots import curve_styles, legend_below
 from seq2seq_attn.results import TRANSLATIONS, plain, read_jsonl_gz, write_csv
 from seq2seq_attn.stats import (
     BLEU_FACTORS,
@@ -267,39 +268,6 @@ def ratio_table(stats: pd.DataFrame, caps: dict[str, int], reference: str = REFE
     return "\n".join(lines)
 
 
-CAP_KEY = "train_max_words="  # how a model label names its training cap (a grid key of the -30/-50 protocol)
-CAP_STYLES = ["-", "--", ":", "-."]  # the longest cap solid, shorter ones dashed, then dotted
-
-
-def family(model: str) -> str:
-    """A model label without its training cap: the models a -30/-50 grid trains twice share it."""
-    return ", ".join(part for part in model.split(", ") if not part.startswith(CAP_KEY))
-
-
-def label_cap(model: str) -> float:
-    """The training cap a model label names (infinite when it names none: trained on every length)."""
-    caps = [int(part[len(CAP_KEY) :]) for part in model.split(", ") if part.startswith(CAP_KEY)]
-    return max(caps) if caps else float("inf")
-
-
-def curve_styles(models: Sequence[str]) -> dict[str, dict]:
-    """Colour per model family (the bottleneck black), line style per training cap within the family (as in
-    Bahdanau et al.'s Fig. 2: -50 solid, -30 dashed); a lone bottleneck stays dashed, as the baseline. Compute
-    them once from every model of a report, so that a model looks the same in each of its figures."""
-    import matplotlib.pyplot as plt
-
-    families = sorted({family(m) for m in models}, key=lambda f: (not f.startswith("none"), f))
-    palette = itertools.cycle(plt.get_cmap("tab10").colors)
-    styles = {}
-    for k, name in enumerate(families):
-        colour = "black" if k == 0 and name.startswith("none") else next(palette)
-        members = sorted((m for m in models if family(m) == name), key=label_cap, reverse=True)
-        for rank, model in enumerate(members):
-            lone_baseline = len(members) == 1 and colour == "black"
-            styles[model] = {"color": colour, "ls": "--" if lone_baseline else CAP_STYLES[rank % len(CAP_STYLES)]}
-    return styles
-
-
 def plot_length_curve(
     stats: pd.DataFrame, path: Path, metric: str = "bleu", caps: Optional[dict] = None, styles: Optional[dict] = None
 ) -> Path:
@@ -329,10 +297,10 @@ def plot_length_curve(
     ax.set_xlabel("source sentence length (words; the middle of each 10-word bucket; open: beyond the training cap)")
     ax.set_ylabel(f"{title(metric)} (test)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
     ax.set_title("quality vs source length: mean over seeds, band = the seeds' 95% bootstrap intervals", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    legend_below(fig, ax)  # where it hides neither a curve nor the caps' labels
+    fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return path
 
@@ -444,10 +412,10 @@ def plot_learning_curves(
     for ax in axes:
         ax.set_xlabel("updates")
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=6)
     fig.suptitle("learning curves on dev: quality, and how much of the attention has stopped learning", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    legend_below(fig, axes[0], ncol=3, fontsize=7)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return path
 

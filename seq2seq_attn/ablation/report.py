@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from seq2seq_attn.metrics import metric_info, metric_items, title
-from seq2seq_attn.plots import draw_heatmap
+from seq2seq_attn.plots import curve_styles, draw_heatmap, legend_below
 from seq2seq_attn.results import plain, write_atomic, write_csv
 
 FIXED_COLUMNS = ["cell", "bucket", "lo", "hi", "extrapolation", "train_max_length", "metric", "value", "count"]
@@ -288,15 +288,14 @@ def plot_degradation(df: pd.DataFrame, metric: str, path: Path) -> Path:
     order = bucket_order(df)[1:]
     fig, axes = plt.subplots(1, len(metrics), figsize=(7 * len(metrics), 4.8), squeeze=False)
     beyond, shared = extrapolation_marks(df)
+    styles = curve_styles(sorted(df.model.unique()))
     for ax, name in zip(axes[0], metrics):
         part = df[(df.metric == name) & (df.bucket != "all")]
-        stats = part.groupby(["model", "bucket", "baseline"])["value"].agg(["mean", "std"]).reset_index()
+        stats = part.groupby(["model", "bucket"])["value"].agg(["mean", "std"]).reset_index()
         for model in sorted(stats.model.unique(), key=lambda m: (m.startswith("none"), m)):
             rows = stats[stats.model == model].set_index("bucket").reindex(order).dropna(subset=["mean"])
             x = np.array([order.index(b) for b in rows.index])
-            style = "--" if bool(rows.baseline.iloc[0]) else "-"
-            color = "black" if style == "--" else None
-            line = ax.plot(x, rows["mean"], style, marker="o", ms=3, label=model, color=color)[0]
+            line = ax.plot(x, rows["mean"], marker="o", ms=3, label=model, **styles[model])[0]
             std = rows["std"].fillna(0.0)
             ax.fill_between(x, rows["mean"] - std, rows["mean"] + std, alpha=0.15, color=line.get_color())
             own = rows.index.isin(list(beyond.get(model, ())))
@@ -309,10 +308,10 @@ def plot_degradation(df: pd.DataFrame, metric: str, path: Path) -> Path:
         ax.set_xlabel("source length (tokens; open markers: beyond the model's training lengths)")
         ax.set_ylabel(title(name))
         ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=7, loc="best")
     fig.suptitle(f"{ablation_name(path.parent)}: quality vs source length")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    legend_below(fig, axes[0][0], fontsize=7)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return path
 
