@@ -90,6 +90,21 @@ def test_the_report_of_a_length_study_has_intervals_tests_and_figures(tmp_path):
     assert "| bahdanau + additive | 2 | 3 | 3.0 | 4.0 (2) | 0.50 | 20.0 | - |" in summary
 
 
+def test_paired_tests_are_significant_only_when_every_seed_agrees_on_the_sign():
+    from seq2seq_attn.ablation.length_study import _significance_table
+
+    def rows(deltas, p):  # one row per seed of the pair "a", "b" in bucket "all"
+        return [{"model_a": "a", "model_b": "b", "seed": seed, "bucket": "all", "lo": float("nan"), "metric": "bleu",
+                 "delta_b_minus_a": d, "p_value": p, "p_value_ar": p} for seed, d in enumerate(deltas, 1)]  # fmt: skip
+
+    agree = _significance_table(pd.DataFrame(rows([2.0, 1.0], 0.001)), "bleu")
+    assert "| b − a | +1.5, p ≤ 0.001 / 0.001 |" in agree
+    split = _significance_table(pd.DataFrame(rows([3.0, -1.0], 0.001)), "bleu")  # each seed alone significant
+    assert "| b − a | +1.0, p ≤ 0.001 / 0.001 (seeds disagree) |" in split
+    weak = _significance_table(pd.DataFrame(rows([2.0, 1.0], 0.2)), "bleu")
+    assert "| b − a | +1.5, p ≤ 0.200 / 0.200 (n.s.) |" in weak
+
+
 def test_alignment_is_drawn_against_each_flows_own_convention():
     from seq2seq_attn.ablation.report import with_own_alignment
 

@@ -144,7 +144,8 @@ def _table(stats: pd.DataFrame, metric: str, digits: int = 1) -> str:
 
 
 def _significance_table(sig: pd.DataFrame, metric: str) -> str:
-    """Markdown: per pair of models and bucket, the mean difference and each test's largest p over seeds."""
+    """Markdown: per pair of models and bucket, the mean difference and each test's largest p over seeds; a
+    difference whose sign changes from seed to seed is not significant, whatever each seed's p."""
     part = sig[sig.metric == metric]
     order = [ALL, *part[part.bucket != ALL].sort_values("lo").bucket.drop_duplicates()]
     lines = ["| B − A | " + " | ".join(order) + " |", "|" + "---|" * (len(order) + 1)]
@@ -153,7 +154,10 @@ def _significance_table(sig: pd.DataFrame, metric: str) -> str:
         for bucket in order:
             r = rows[rows.bucket == bucket]
             p_bootstrap, p_randomised = r.p_value.max(), r.p_value_ar.max()
-            mark = "" if max(p_bootstrap, p_randomised) < 0.05 else " (n.s.)"
+            if (r.delta_b_minus_a > 0).any() and (r.delta_b_minus_a < 0).any():
+                mark = " (seeds disagree)"
+            else:
+                mark = "" if max(p_bootstrap, p_randomised) < 0.05 else " (n.s.)"
             cells.append(f"{r.delta_b_minus_a.mean():+.1f}, p ≤ {p_bootstrap:.3f} / {p_randomised:.3f}{mark}")
         lines.append(f"| {b} − {a} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -485,6 +489,7 @@ def write_length_study(out: Path, df: pd.DataFrame, edges: Sequence[int] = DEFAU
         parts += ["", "### Paired tests (BLEU)", "",
                   "Difference B − A (mean over seeds), then the largest p-value over seeds of the paired bootstrap "
                   f"and of approximate randomisation ({RESAMPLES:,} resamples and trials, sacreBLEU's seed); "
-                  "n.s. = either p ≥ 0.05.", "",
+                  "n.s. = either p ≥ 0.05; seeds disagree = the difference changes sign from seed to seed (not "
+                  "significant either).", "",
                   _significance_table(sig, "bleu")]  # fmt: skip
     return written, "\n".join(parts)
