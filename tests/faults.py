@@ -7,6 +7,7 @@ resumed run, which reads the same config.yaml, goes on.
 
 import os
 import signal
+import time
 from pathlib import Path
 
 import pytorch_lightning as pl
@@ -30,6 +31,18 @@ class KillAt(pl.Callback):
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
         if trainer.global_step == self.step and first_time(trainer, "killed"):
             os.kill(os.getpid(), signal.SIGKILL)
+
+
+class PauseAt(pl.Callback):
+    """Sleep ``seconds`` as training is about to run the step after ``step`` (once per run folder): a slow
+    first attempt, whose training time a resumed run must still count."""
+
+    def __init__(self, step: int, seconds: float) -> None:
+        self.step, self.seconds = step, seconds
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if trainer.global_step == self.step and first_time(trainer, "paused"):
+            time.sleep(self.seconds)
 
 
 class KillDuringSave(pl.Callback):

@@ -309,7 +309,8 @@ def test_a_cell_killed_midway_continues_from_its_last_checkpoint_to_the_same_res
     (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir(), (tmp_path / "c").mkdir()
     plain = run(tmp_path / "plain", write_grid(tmp_path / "a", {"seed_everything": [3]}, fixed=fixed))
     assert plain.returncode == 0, plain.stderr[-2000:]
-    kill = [{"class_path": "faults.KillAt", "init_args": {"step": 5}}]  # 2 steps an epoch: inside epoch 2
+    kill = [{"class_path": "faults.PauseAt", "init_args": {"step": 4, "seconds": 2.0}},  # a slow first attempt
+            {"class_path": "faults.KillAt", "init_args": {"step": 5}}]  # 2 steps an epoch: inside epoch 2
     grid = write_grid(tmp_path / "b", {"seed_everything": [3]}, fixed={**fixed, "trainer.callbacks": kill})
     first = run(tmp_path / "killed", grid)
     cell = tmp_path / "killed" / "cells" / "seed_everything=3"
@@ -322,7 +323,9 @@ def test_a_cell_killed_midway_continues_from_its_last_checkpoint_to_the_same_res
     uninterrupted = json.loads((tmp_path / "plain" / "cells" / "seed_everything=3" / "result.json").read_text())
     assert resumed["steps"] == uninterrupted["steps"] == 8
     assert resumed["overall"] == uninterrupted["overall"] and resumed["buckets"] == uninterrupted["buckets"]
-    assert resumed["train_seconds"] > resumed["fit_seconds"]  # both attempts count, not only the resumed one
+    # both attempts count, not only the resumed one: the time cap's clock ran 2 s in the first attempt alone
+    paused = next(v["time_elapsed"]["train"] for k, v in killed_at["callbacks"].items() if k.startswith("Timer"))
+    assert resumed["train_seconds"] >= round(paused, 1) and paused >= 2.0
     # the learning curve's clock runs on through the resume: from the seconds the checkpoint carries
     seconds = [json.loads(line)["seconds"] for line in (cell / "val_history.jsonl").read_text().splitlines()]
     assert len(seconds) == 4 and seconds[1] < killed_at["fit_seconds"] < seconds[2] < seconds[3]
