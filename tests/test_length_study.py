@@ -105,6 +105,18 @@ def test_paired_tests_are_significant_only_when_every_seed_agrees_on_the_sign():
     assert "| b − a | +1.5, p ≤ 0.200 / 0.200 (n.s.) |" in weak
 
 
+def test_summary_says_how_many_seeds_each_model_has_while_a_grid_is_unfinished():
+    from seq2seq_attn.ablation.report import seeds_per_model
+
+    def frame(seeds):  # seeds: model -> its seeds
+        return pd.DataFrame([{"model": m, "seed_everything": s} for m, ss in seeds.items() for s in ss])
+
+    assert seeds_per_model(frame({"a": [1, 2], "b": [1]})) == "1 to 2 seeds"
+    assert seeds_per_model(frame({"a": [1, 2], "b": [2, 1]})) == "2 seeds"
+    assert seeds_per_model(frame({"a": [7]})) == "1 seed"
+    assert seeds_per_model(pd.DataFrame({"model": ["a", "b"]})) == "1 seed"  # a grid without a seed axis
+
+
 def test_alignment_is_drawn_against_each_flows_own_convention():
     from seq2seq_attn.ablation.report import with_own_alignment
 

@@ -244,12 +244,19 @@ def ablation_name(out: Path) -> str:
     return out.name
 
 
+def seeds_per_model(df: pd.DataFrame) -> str:
+    """``2 seeds``, or ``1 to 2 seeds`` while some models have fewer seeds than others."""
+    columns = seed_columns(df)
+    counts = df[["model", *columns]].drop_duplicates().groupby("model").size() if columns else pd.Series([1])
+    low, high = int(counts.min()), int(counts.max())
+    return f"{low} to {high} seeds" if low != high else f"{low} seed" + ("s" if low > 1 else "")
+
+
 def write_summary(out: Path, df: pd.DataFrame, metric: str, extra: str = "") -> Path:
-    seeds = df[seed_columns(df)].drop_duplicates().shape[0] if seed_columns(df) else 1
     parts = [
         f"# Ablation: {ablation_name(out)}",
         "",
-        f"Mean ± std over {seeds} seed(s) per model, overall and per source-length bucket; the best per bucket"
+        f"Mean ± std over {seeds_per_model(df)} per model, overall and per source-length bucket; the best per bucket"
         " is in bold; † marks buckets longer than any training sentence of the model (extrapolation; in the header"
         " when every model's).",
     ]
