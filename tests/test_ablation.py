@@ -310,7 +310,7 @@ def test_a_cell_killed_midway_continues_from_its_last_checkpoint_to_the_same_res
     plain = run(tmp_path / "plain", write_grid(tmp_path / "a", {"seed_everything": [3]}, fixed=fixed))
     assert plain.returncode == 0, plain.stderr[-2000:]
     kill = [{"class_path": "faults.PauseAt", "init_args": {"step": 4, "seconds": 2.0}},  # a slow first attempt
-            {"class_path": "faults.KillAt", "init_args": {"step": 5}}]  # 2 steps an epoch: inside epoch 2
+            {"class_path": "faults.KillAt", "init_args": {"step": 5}}]  # 2 steps an epoch: inside epoch 2  # fmt: skip
     grid = write_grid(tmp_path / "b", {"seed_everything": [3]}, fixed={**fixed, "trainer.callbacks": kill})
     first = run(tmp_path / "killed", grid)
     cell = tmp_path / "killed" / "cells" / "seed_everything=3"
