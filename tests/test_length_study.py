@@ -90,6 +90,21 @@ def test_the_report_of_a_length_study_has_intervals_tests_and_figures(tmp_path):
     assert "| bahdanau + additive | 2 | 3 | 3.0 | 4.0 (2) | 0.50 | 20.0 | - |" in summary
 
 
+def test_degradation_figures_axis_labels_stay_beside_their_plots():
+    from seq2seq_attn.ablation.report import degradation_figure
+
+    rows = [{"cell": f, "model": f"{f} + dot", "flow": f, "bucket": b, "lo": lo, "metric": m, "value": v,
+             "extrapolation": False, "baseline": False, "seed_everything": 1}
+            for f in ("bahdanau", "luong") for b, lo in (("1-10", 1), ("11-20", 11))
+            for m, v in (("exact_match", 0.9), ("align_acc", 0.8), ("align_lag1_acc", 0.7))]  # fmt: skip
+    fig = degradation_figure(pd.DataFrame(rows), "exact_match", "toy: quality vs source length")
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    assert len(fig.axes) == 2 and "own convention" in fig.axes[1].get_ylabel()  # the longest label there is
+    for ax in fig.axes:  # the label no taller than its plot: it runs into neither the heading nor the legend
+        assert ax.yaxis.label.get_window_extent(renderer).height <= ax.get_window_extent(renderer).height
+
+
 def test_paired_tests_are_significant_only_when_every_seed_agrees_on_the_sign():
     from seq2seq_attn.ablation.length_study import _significance_table
 

@@ -8,6 +8,7 @@ redraw them at any time.
 
 import json
 import re
+import textwrap
 from pathlib import Path
 from typing import Optional
 
@@ -285,6 +286,16 @@ def write_summary(out: Path, df: pd.DataFrame, metric: str, extra: str = "") -> 
 
 
 def plot_degradation(df: pd.DataFrame, metric: str, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    fig = degradation_figure(df, metric, f"{ablation_name(path.parent)}: quality vs source length")
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def degradation_figure(df: pd.DataFrame, metric: str, heading: str):
+    """``metric`` and, where the cells have it, alignment accuracy per source bucket: a curve per model."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -313,14 +324,12 @@ def plot_degradation(df: pd.DataFrame, metric: str, path: Path) -> Path:
             ax.axvspan(first - 0.5, len(order) - 0.5, color="grey", alpha=0.12, label="beyond training lengths")
         ax.set_xticks(range(len(order)), order, rotation=45)
         ax.set_xlabel("source length (tokens; open markers: beyond the model's training lengths)")
-        ax.set_ylabel(title(name))
+        ax.set_ylabel(textwrap.fill(title(name), 36))  # a long name on two lines, not into the heading
         ax.grid(alpha=0.3)
-    fig.suptitle(f"{ablation_name(path.parent)}: quality vs source length")
+    fig.suptitle(heading)
     fig.tight_layout()
     legend_below(fig, axes[0][0], fontsize=7)
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(fig)
-    return path
+    return fig
 
 
 def plot_attention(out: Path, df: pd.DataFrame, path: Path, examples: int = 3) -> Optional[Path]:
