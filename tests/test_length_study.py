@@ -132,6 +132,25 @@ def test_summary_says_how_many_seeds_each_model_has_while_a_grid_is_unfinished()
     assert seeds_per_model(pd.DataFrame({"model": ["a", "b"]})) == "1 seed"  # a grid without a seed axis
 
 
+def test_training_table_names_each_cells_cpu_and_its_bf16_instructions(tmp_path):
+    from seq2seq_attn.ablation.report import convergence_table
+
+    machines = {"zen4": ("AMD EPYC (family 25, model 17)", ["avx512_bf16", "avx512f"]),
+                "zen3": ("AMD EPYC (family 25, model 1)", []), "old": None}  # fmt: skip
+    for cell, machine in machines.items():
+        folder = tmp_path / "cells" / cell
+        folder.mkdir(parents=True)
+        result = {"stopped_by": "patience", "steps": 800, "best_step": 400, "train_seconds": 600.0,
+                  "fit_seconds": 650.0, "precision": "32-true"}  # fmt: skip
+        (folder / "result.json").write_text(json.dumps(result))
+        if machine:  # "old": a cell published without its environment.json
+            (folder / "environment.json").write_text(json.dumps({"cpu": {"model": machine[0], "flags": machine[1]}}))
+    rows = {line.split(" | ")[0].strip("|` "): line for line in convergence_table(tmp_path).splitlines()[2:]}
+    assert rows["zen4"].endswith("| 32-true | AMD EPYC (family 25, model 17), AVX-512 BF16 |")
+    assert rows["zen3"].endswith("| AMD EPYC (family 25, model 1), no bf16 instructions |")
+    assert rows["old"].endswith("| 10 | 32-true | - |")
+
+
 def test_alignment_is_drawn_against_each_flows_own_convention():
     from seq2seq_attn.ablation.report import with_own_alignment
 

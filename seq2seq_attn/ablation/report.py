@@ -219,7 +219,8 @@ def short_cells(out: Path, key: str = "stopped_short") -> list[str]:
 
 
 def convergence_table(out: Path) -> str:
-    """Markdown: per cell, what stopped it, after how many updates and how long, its best update, its precision."""
+    """Markdown: per cell, what stopped it, after how many updates and how long, its best update, its precision
+    and the CPU it trained on (cells of one grid may run on different machines)."""
     rows = []
     for path in sorted((out / "cells").glob("*/result.json")):
         result = json.loads(path.read_text())
@@ -227,12 +228,25 @@ def convergence_table(out: Path) -> str:
             continue  # a cell from before these fields were recorded
         best, minutes = result.get("best_step"), result.get("train_seconds", result["fit_seconds"]) / 60
         cells = [f"`{path.parent.name}`", result["stopped_by"], f"{result['steps']:,}",
-                 "-" if best is None else f"{best:,}", f"{minutes:.0f}", result.get("precision", "-")]  # fmt: skip
+                 "-" if best is None else f"{best:,}", f"{minutes:.0f}", result.get("precision", "-"),
+                 cpu_of(path.parent / "environment.json")]  # fmt: skip
         rows.append("| " + " | ".join(cells) + " |")
     if not rows:
         return ""
-    header = "| cell | stopped by | updates | best on dev at | training minutes | precision |"
-    return "\n".join([header, "|---|---|---|---|---|---|", *rows])
+    header = "| cell | stopped by | updates | best on dev at | training minutes | precision | CPU |"
+    return "\n".join([header, "|---|---|---|---|---|---|---|", *rows])
+
+
+BF16_FLAGS = {"avx512_bf16": "AVX-512 BF16", "amx_bf16": "AMX", "bf16": "BF16 (Arm)"}  # what makes bf16 pay on a CPU
+
+
+def cpu_of(environment: Path) -> str:
+    """A cell's CPU from its ``environment.json``, with the bf16 instructions it has; '-' without the file."""
+    if not environment.is_file():
+        return "-"
+    cpu = json.loads(environment.read_text()).get("cpu") or {}
+    flags = [name for flag, name in BF16_FLAGS.items() if flag in cpu.get("flags", [])]
+    return f"{cpu.get('model', '-')}, " + (" and ".join(flags) if flags else "no bf16 instructions")
 
 
 def ablation_name(out: Path) -> str:
