@@ -328,3 +328,18 @@ def test_summary_and_figure_mark_each_models_own_extrapolation_and_a_shared_one_
     for part in (df, df[df.model != "m-all"]):
         frame = part.assign(cell=part.model, baseline=False, **{"seed_everything": 1})
         assert plot_degradation(frame, "bleu", tmp_path / "degradation.png").stat().st_size > 0
+
+
+def test_report_command_draws_the_grids_own_metric_unless_told_another(tmp_path):
+    from seq2seq_attn.cli import main
+
+    fake_cell(tmp_path, "add1", {"model.flow": "bahdanau", "model.attention": "additive", "seed_everything": 1}, 0.8, 1)
+    result = tmp_path / "cells" / "add1" / "result.json"
+    result.write_text(result.read_text().replace('"bleu": 1.0', '"bleu": 1.0, "exact_match": 0.5'))
+    (tmp_path / "grid.yaml").write_text("name: study\nmetric: bleu\ngrid:\n  - {model.attention: [additive]}\n")
+    main(["report", str(tmp_path)])
+    sections = re.findall(r"^## (.+)$", (tmp_path / "summary.md").read_text(), flags=re.M)
+    assert sections[0] == "BLEU"  # the main table is the grid's metric, not the toy tasks' exact match
+    main(["report", str(tmp_path), "--metric", "exact_match"])
+    sections = re.findall(r"^## (.+)$", (tmp_path / "summary.md").read_text(), flags=re.M)
+    assert sections[0] == "exact match"

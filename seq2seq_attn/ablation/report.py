@@ -249,14 +249,24 @@ def cpu_of(environment: Path) -> str:
     return f"{cpu.get('model', '-')}, " + (" and ".join(flags) if flags else "no bf16 instructions")
 
 
+def kept_grid(out: Path) -> dict:
+    """The grid file the runner keeps in its output folder (``grid.yaml``); ``{}`` without one."""
+    grid = out / "grid.yaml"
+    if not grid.is_file():
+        return {}
+    import yaml
+
+    return yaml.safe_load(grid.read_text()) or {}
+
+
 def ablation_name(out: Path) -> str:
     """The grid's name, from the copy the runner keeps; else the folder name."""
-    grid = out / "grid.yaml"
-    if grid.is_file():
-        import yaml
+    return kept_grid(out).get("name", out.name)
 
-        return (yaml.safe_load(grid.read_text()) or {}).get("name", out.name)
-    return out.name
+
+def grid_metric(out: Path) -> str:
+    """The metric the grid names for its main table and plot (``metric:``); else exact match, the toy tasks'."""
+    return kept_grid(out).get("metric", "exact_match")
 
 
 def seeds_per_model(df: pd.DataFrame) -> str:
