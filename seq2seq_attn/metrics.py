@@ -15,6 +15,7 @@ from torch import Tensor
 
 Records = dict[str, Tensor]
 
+DEFAULT_METRIC = "exact_match"  # the toy tasks' main metric; a grid's `metric:` names another
 DEFAULT_BUCKETS = (10, 20, 30, 40, 50, 60)
 
 

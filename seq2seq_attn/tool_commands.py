@@ -104,7 +104,7 @@ def resume_command(argv: list[str]) -> None:
 
 
 def report_command(argv: list[str]) -> None:
-    from seq2seq_attn.ablation.report import collect_runs, grid_metric, write_report, write_results_csv
+    from seq2seq_attn.ablation.report import collect_runs, write_report, write_results_csv
 
     parser = argparse.ArgumentParser(
         prog="seq2seq-attn report",
@@ -128,7 +128,7 @@ def report_command(argv: list[str]) -> None:
         write_results_csv(Path(args.dir))  # from the cells there now: ones added since the grid ran count too
     elif not (Path(args.dir) / "results.csv").is_file():
         raise ConfigError(f"no results.csv in {args.dir}: pass the folder an ablation wrote (its --out), or use --runs")
-    write_report(Path(args.dir), args.metric or grid_metric(Path(args.dir)))
+    write_report(Path(args.dir), args.metric)
 
 
 def _search_args(parser: argparse.ArgumentParser) -> None:

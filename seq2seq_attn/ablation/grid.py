@@ -30,6 +30,7 @@ from typing import Any
 import yaml
 
 from seq2seq_attn.errors import ConfigError
+from seq2seq_attn.metrics import DEFAULT_METRIC
 from seq2seq_attn.modules.decoder import check_flow_attention
 from seq2seq_attn.modules.multihead import MULTIPLICATIVE
 
@@ -65,7 +66,7 @@ class Grid:
     configs: list[Path]
     grid: dict[str, list]  # every key and the union of its values (what a W&B sweep sweeps)
     fixed: dict[str, Any] = field(default_factory=dict)
-    metric: str = "exact_match"
+    metric: str = DEFAULT_METRIC
     path: Path = Path(".")
     parts: list[dict[str, list]] = field(default_factory=list)  # the sub-grids whose products are the cells
 
@@ -104,7 +105,7 @@ class Grid:
             configs=configs,
             grid=union,
             fixed=spec.get("fixed") or {},
-            metric=spec.get("metric", "exact_match"),
+            metric=spec.get("metric", DEFAULT_METRIC),
             path=path,
             parts=parts,
         )

@@ -15,7 +15,7 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from seq2seq_attn.metrics import metric_info, metric_items, title
+from seq2seq_attn.metrics import DEFAULT_METRIC, metric_info, metric_items, title
 from seq2seq_attn.plots import curve_styles, draw_heatmap, legend_below
 from seq2seq_attn.results import plain, write_atomic, write_csv
 
@@ -265,8 +265,8 @@ def ablation_name(out: Path) -> str:
 
 
 def grid_metric(out: Path) -> str:
-    """The metric the grid names for its main table and plot (``metric:``); else exact match, the toy tasks'."""
-    return kept_grid(out).get("metric", "exact_match")
+    """The metric the grid names for its main table and plot (``metric:``); else :data:`DEFAULT_METRIC`."""
+    return kept_grid(out).get("metric", DEFAULT_METRIC)
 
 
 def seeds_per_model(df: pd.DataFrame) -> str:
@@ -385,16 +385,18 @@ def plot_attention(out: Path, df: pd.DataFrame, path: Path, examples: int = 3) -
     return path
 
 
-def write_report(out: Path, metric: str = "exact_match") -> list[Path]:
-    """summary.md, degradation.png and attention.png from results.csv."""
+def write_report(out: Path, metric: Optional[str] = None) -> list[Path]:
+    """summary.md, degradation.png and attention.png from results.csv; ``metric`` (by default the grid's own,
+    :func:`grid_metric`) leads the summary and is the degradation plot's."""
     out = Path(out)
+    metric = metric or grid_metric(out)
     csv_path = out / "results.csv"
     if not csv_path.is_file():
         print(f"no results yet in {out}: nothing to report")
         return []
     df = with_labels(pd.read_csv(csv_path))
     if not (df.metric == metric).any():
-        metric = "exact_match" if (df.metric == "exact_match").any() else df.metric.iloc[0]
+        metric = DEFAULT_METRIC if (df.metric == DEFAULT_METRIC).any() else df.metric.iloc[0]
     from seq2seq_attn.ablation.length_study import write_length_study
 
     study, extra = write_length_study(out, df)  # real text with saved translations: intervals, tests
