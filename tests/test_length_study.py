@@ -343,3 +343,18 @@ def test_report_command_draws_the_grids_own_metric_unless_told_another(tmp_path)
     main(["report", str(tmp_path), "--metric", "exact_match"])
     sections = re.findall(r"^## (.+)$", (tmp_path / "summary.md").read_text(), flags=re.M)
     assert sections[0] == "exact match"
+
+
+def test_report_command_names_the_metrics_it_has_when_told_one_it_lacks(tmp_path, capsys):
+    from seq2seq_attn.cli import main
+
+    fake_cell(tmp_path, "add1", {"model.flow": "bahdanau", "model.attention": "additive", "seed_everything": 1}, 0.8, 1)
+    (tmp_path / "grid.yaml").write_text("name: study\nmetric: bleu\ngrid:\n  - {model.attention: [additive]}\n")
+    main(["report", str(tmp_path)])
+    before = (tmp_path / "summary.md").read_text()
+    with pytest.raises(SystemExit) as stop:
+        main(["report", str(tmp_path), "--metric", "blue"])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'blue'" in err[0] and "bleu" in err[0]  # the typo and the names to pick from
+    assert (tmp_path / "summary.md").read_text() == before  # the finished report is kept

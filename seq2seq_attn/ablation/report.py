@@ -15,6 +15,7 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
+from seq2seq_attn.errors import ConfigError
 from seq2seq_attn.metrics import DEFAULT_METRIC, metric_info, metric_items, title
 from seq2seq_attn.plots import curve_styles, draw_heatmap, legend_below
 from seq2seq_attn.results import plain, write_atomic, write_csv
@@ -389,13 +390,16 @@ def write_report(out: Path, metric: Optional[str] = None) -> list[Path]:
     """summary.md, degradation.png and attention.png from results.csv; ``metric`` (by default the grid's own,
     :func:`grid_metric`) leads the summary and is the degradation plot's."""
     out = Path(out)
-    metric = metric or grid_metric(out)
+    asked, metric = metric, metric or grid_metric(out)
     csv_path = out / "results.csv"
     if not csv_path.is_file():
         print(f"no results yet in {out}: nothing to report")
         return []
     df = with_labels(pd.read_csv(csv_path))
     if not (df.metric == metric).any():
+        if asked:  # a name the user typed: say so rather than draw another metric under it
+            have = ", ".join(sorted(df.metric.unique()))
+            raise ConfigError(f"metric {asked!r} is not in {csv_path}; pass one of: {have}")
         metric = DEFAULT_METRIC if (df.metric == DEFAULT_METRIC).any() else df.metric.iloc[0]
     from seq2seq_attn.ablation.length_study import write_length_study
 
