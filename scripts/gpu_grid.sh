@@ -5,7 +5,7 @@
 #   GRID=experiments/ablations/bible_converged.yaml PUBLISHED=docs/results/bible_en_es_converged \
 #       S2S_DATA_ROOT=DIR BUDGET_SECONDS=540 ARCHIVE=$OUT/cells.tar.gz bash scripts/gpu_grid.sh
 #   tar -xzf cells.tar.gz -C docs/results/bible_en_es_converged      # back on the CPU machine
-#   seq2seq-attn report docs/results/bible_en_es_converged --metric bleu
+#   seq2seq-attn report docs/results/bible_en_es_converged
 #
 # The cells already in $PUBLISHED/cells are copied into the run folder first, so only the missing ones
 # run, in the grid's order, one at a time, with every setting of the CPU run (`precision: auto` picks fp32
