@@ -31,11 +31,11 @@ from seq2seq_attn.ablation.cell import ERROR, RESULT
 from seq2seq_attn.ablation.grid import Cell, Grid
 from seq2seq_attn.ablation.report import write_report, write_results_csv
 from seq2seq_attn.errors import ConfigError, find_config_error
-from seq2seq_attn.results import write_json
+from seq2seq_attn.results import LENGTH_PENALTY, write_json
 
 # the small files of a finished cell that rebuild its rows, statistics and plots without its checkpoints
 PUBLISHED = ("cell.json", RESULT, "test_results.json", "test_translations.jsonl.gz", "val_history.jsonl",
-             "environment.json", "precision.json", "test_attention.json")  # fmt: skip
+             "environment.json", "precision.json", "test_attention.json", LENGTH_PENALTY)  # fmt: skip
 
 
 def default_out(grid: Grid) -> Path:
@@ -236,6 +236,7 @@ def ablate(
             for cell in cells:
                 if status(out_dir, cell) == "done":
                     publish_cell(out_dir, cell, publish_dir)
+            publish_dir.mkdir(parents=True, exist_ok=True)  # also before any cell has finished
             shutil.copyfile(grid.path, publish_dir / "grid.yaml")
             write_results_csv(publish_dir)
             write_report(publish_dir, grid.metric)
