@@ -37,6 +37,13 @@ def all_gather(obj: Any) -> list:
     return gathered
 
 
+def score_translations(rows: list[dict], edges: Sequence[int]) -> tuple[dict, dict]:
+    """BLEU, chrF and the output's length over the reference's, overall and per source-length bucket, of
+    :meth:`Evaluation.translations` rows (the length ratio shows a model that stops early, at every validation)."""
+    hyps, refs, lengths = [r["hyp"] for r in rows], [r["ref"] for r in rows], [r["src_len"] for r in rows]
+    return text_scores(hyps, refs, length_ratio=True), text_scores_by_bucket(hyps, refs, lengths, edges, True)
+
+
 class Evaluation:
     """Accumulates one pass over a split.
 
@@ -87,10 +94,14 @@ class Evaluation:
         if hyp is not None:
             outputs = hyp.to_lists()
             rec["exact"] = exact_match(outputs, refs)
-            self.hyps.extend(zip(batch.index.tolist(), outputs))
-            self.decoded += len(batch)
+            self.add_hypotheses(batch.index.tolist(), outputs)
         self._keep_examples(batch, refs, weights, hyp, outputs)
         self.records.append(rec)
+
+    def add_hypotheses(self, index: list[int], outputs: list[list[int]]) -> None:
+        """Decoded token ids of the examples ``index`` (what :meth:`translations` and the text scores read)."""
+        self.hyps.extend(zip(index, outputs))
+        self.decoded += len(index)
 
     def _keep_examples(self, batch, refs, weights, hyp, outputs) -> None:
         """Attention maps and texts of the fixed examples ``0..attention_examples-1``.
@@ -148,9 +159,7 @@ class Evaluation:
     def _text_scores(self, edges: Sequence[int]) -> tuple[dict, dict]:
         if self.text is None or not self.hyps:
             return {}, {}
-        rows = self.translations()
-        hyps, refs, lengths = [r["hyp"] for r in rows], [r["ref"] for r in rows], [r["src_len"] for r in rows]
-        return text_scores(hyps, refs), text_scores_by_bucket(hyps, refs, lengths, edges)
+        return score_translations(self.translations(), edges)
 
     def translations(self) -> list[dict]:
         """Each decoded example of real text, by index: its source length in words, hypothesis and reference

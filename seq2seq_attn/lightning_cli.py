@@ -23,6 +23,7 @@ from seq2seq_attn.checkpointing import (
 )
 from seq2seq_attn.data.datamodule import Seq2SeqDataModule, check_distributed_sampling
 from seq2seq_attn.errors import ConfigError
+from seq2seq_attn.length_penalty import LengthPenaltySearch
 from seq2seq_attn.lit_module import ARCHITECTURE_KEYS, Seq2SeqLitModule
 from seq2seq_attn.loggers import WandbConfig, finish_wandb, make_wandb_logger
 from seq2seq_attn.trainer import Trainer
@@ -84,6 +85,7 @@ class Seq2SeqCLI(LightningCLI):
     def add_arguments_to_parser(self, parser) -> None:
         parser.add_lightning_class_args(BestCheckpoint, "best_checkpoint")
         parser.add_lightning_class_args(LastCheckpoint, "last_checkpoint")
+        parser.add_lightning_class_args(LengthPenaltySearch, "length_penalty_search")
         parser.add_class_arguments(WandbConfig, "wandb", instantiate=False)
         parser.link_arguments("data.src_vocab_size", "model.src_vocab_size", apply_on="instantiate")
         parser.link_arguments("data.trg_vocab_size", "model.trg_vocab_size", apply_on="instantiate")

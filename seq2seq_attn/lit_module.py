@@ -310,9 +310,11 @@ class Seq2SeqLitModule(pl.LightningModule):
         self.log("train/loss", loss, prog_bar=True, batch_size=len(batch))
         return loss
 
-    def decode(self, batch: Batch, beam_size: int = 1) -> Hypotheses:
+    def decode(self, batch: Batch, beam_size: int = 1, alpha: Optional[float] = None) -> Hypotheses:
+        """Search with the model's settings; ``alpha`` (the length penalty) None: ``hparams.alpha``."""
         hp = self.hparams
-        settings = SearchSettings(beam_size, hp.alpha, hp.max_len_a, hp.max_len_b, coverage_penalty=hp.coverage_penalty)
+        alpha = hp.alpha if alpha is None else alpha
+        settings = SearchSettings(beam_size, alpha, hp.max_len_a, hp.max_len_b, coverage_penalty=hp.coverage_penalty)
         return search(self.model, batch.src, batch.src_lengths, settings)
 
     # -- validation and test: overall and per source-length bucket ------------------

@@ -41,6 +41,8 @@ METRICS: dict[str, Metric] = {
         Metric("chrf", "chrF", per_bucket=True),
         Metric("exact_match", "exact match", progress_bar=True, per_bucket=True),
         Metric("token_acc", "token accuracy", per_bucket=True),
+        # below 1 the output is shorter than the reference (BLEU's brevity penalty); real text only
+        Metric("length_ratio", "output length / reference length", per_bucket=True),
         Metric("loss", "loss", lower_is_better=True, progress_bar=True, per_bucket=True),
         Metric("ppl", "perplexity", lower_is_better=True),
         Metric("align_acc", "alignment accuracy", per_bucket=True),

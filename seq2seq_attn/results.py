@@ -14,6 +14,7 @@ PathLike = Union[str, Path]
 
 
 TRANSLATIONS = "test_translations.jsonl.gz"  # per test sentence: source length, hypothesis, reference
+LENGTH_PENALTY = "length_penalty.json"  # the beam's length penalty tuned on dev, and the test scores with it
 
 
 def write_atomic(path: PathLike, data: Union[str, bytes, memoryview]) -> Path:

@@ -19,7 +19,7 @@ from typing import Optional
 from seq2seq_attn.checkpointing import LAST, logger_in_folder, read_checkpoint_step
 from seq2seq_attn.errors import find_config_error
 from seq2seq_attn.loggers import finish_wandb
-from seq2seq_attn.results import write_json
+from seq2seq_attn.results import LENGTH_PENALTY, write_json
 
 RESULT, ERROR, FIT = "result.json", "error.json", "fit.json"
 FINAL = "final.ckpt"  # the weights at the end of fit, where no validation chose a best checkpoint
@@ -125,7 +125,9 @@ def run(cell_dir: Path, args: list[str]) -> dict:
     start = time.time()
     cli.trainer.test(cli.model, datamodule=cli.datamodule, ckpt_path=training["checkpoint"])
     results = json.loads((cell_dir / "test_results.json").read_text())
-    results["test_seconds"] = round(time.time() - start, 1)
+    results["test_seconds"] = round(time.time() - start, 1)  # with the length-penalty search, if any
+    if (cell_dir / LENGTH_PENALTY).is_file():  # the protocol's search stays the headline; the tuned one beside it
+        results["length_penalty"] = json.loads((cell_dir / LENGTH_PENALTY).read_text())
     results.update(training, precision=str(cli.trainer.precision))
     return results
 
