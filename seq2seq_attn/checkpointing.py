@@ -28,8 +28,10 @@ import pytorch_lightning as pl
 import torch
 import yaml
 from jsonargparse.typing import NonNegativeInt
-from pytorch_lightning.callbacks import ModelCheckpoint
+from pytorch_lightning.callbacks import Checkpoint, EarlyStopping, ModelCheckpoint
+from pytorch_lightning.callbacks.early_stopping import EarlyStoppingReason
 from pytorch_lightning.plugins.io import CheckpointIO, TorchCheckpointIO
+from pytorch_lightning.trainer.states import TrainerFn
 
 from seq2seq_attn.errors import ConfigError
 from seq2seq_attn.results import write_atomic
@@ -109,6 +111,12 @@ def checkpoint_dir(trainer: "pl.Trainer") -> Path:
     return Path(trainer.log_dir or trainer.default_root_dir) / "checkpoints"
 
 
+def validation_follows(trainer: "pl.Trainer") -> bool:
+    """Whether Lightning validates right after the training batch that has just ended (its own rule)."""
+    epoch_loop = trainer.fit_loop.epoch_loop
+    return bool(epoch_loop._should_check_val_fx(trainer.fit_loop._data_fetcher))
+
+
 class BestCheckpoint(ModelCheckpoint):
     """``checkpoints/best.ckpt``: the weights of the validation with the best ``monitor`` (config group
     ``best_checkpoint``), the ones ``test`` and the ablation cells evaluate. Training to convergence on
@@ -118,23 +126,47 @@ class BestCheckpoint(ModelCheckpoint):
         super().__init__(monitor=monitor, mode=mode, filename=Path(BEST).stem, enable_version_counter=False)
 
 
-class LastCheckpoint(pl.Callback):
-    """Saves ``checkpoints/last.ckpt`` every ``every_n_steps`` optimizer steps and at the end of each epoch.
+class LastCheckpoint(Checkpoint):
+    """Saves ``checkpoints/last.ckpt`` every ``every_n_steps`` optimizer steps, after every validation and at
+    the end of each epoch, so that a killed run resumed from it is the run it would have been.
 
     A killed run resumes from it with ``seq2seq-attn resume RUN_DIR`` and loses at
     most ``every_n_steps`` steps (0: only after validations). Weights that are no
     longer finite are never saved: training stops with a FloatingPointError and the
     last good checkpoint stays.
+
+    Exactness under early stopping rests on three rules:
+
+    - a step that a validation follows is saved after that validation, never before it: Lightning resumes a
+      checkpoint saved at the end of a training batch as if the batch's validation had run, so a kill
+      before the next save would lose a validation (early stopping's count, the best checkpoint);
+    - it is a :class:`~pytorch_lightning.callbacks.Checkpoint`, which Lightning calls after the other
+      callbacks: the saved state includes what early stopping and ``best.ckpt`` made of that validation;
+    - a run that early stopping had ended stays ended when it is resumed (Lightning restores the callback's
+      decision but not the trainer's stop).
     """
 
     def __init__(self, every_n_steps: NonNegativeInt = 100) -> None:
         self.every_n_steps = every_n_steps
         self._saved_step = -1
 
+    def on_train_start(self, trainer, pl_module) -> None:
+        if any(isinstance(c, EarlyStopping) and c.stopping_reason != EarlyStoppingReason.NOT_STOPPED
+               for c in trainer.callbacks):  # fmt: skip
+            trainer.should_stop = True
+
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         step = trainer.global_step
         last_of_epoch = batch_idx + 1 >= trainer.num_training_batches  # saved at the epoch's end instead
-        if self.every_n_steps and step % self.every_n_steps == 0 and step != self._saved_step and not last_of_epoch:
+        due = self.every_n_steps and step % self.every_n_steps == 0 and step != self._saved_step
+        if due and not last_of_epoch and not validation_follows(trainer):
+            self.save(trainer, pl_module)
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        epoch_loop = trainer.fit_loop.epoch_loop
+        if trainer.state.fn != TrainerFn.FITTING or trainer.sanity_checking:
+            return
+        if epoch_loop.batch_progress.current.completed < trainer.num_training_batches:  # the epoch's end saves too
             self.save(trainer, pl_module)
 
     def on_train_epoch_end(self, trainer, pl_module) -> None:

@@ -13,7 +13,7 @@ from seq2seq_attn.checkpointing import read_checkpoint
 from seq2seq_attn.data.collate import pad
 from seq2seq_attn.data.tokenizer import TextTokenizer
 from seq2seq_attn.data.vocab import PAD_ID, Vocab
-from seq2seq_attn.lit_module import Seq2SeqLitModule
+from seq2seq_attn.lit_module import Seq2SeqLitModule, check_same_function
 from seq2seq_attn.quantize import int8_copy
 from seq2seq_attn.search import SearchSettings, search
 
@@ -28,6 +28,7 @@ def load_model(path: Union[str, Path], device: str = "cpu", int8: bool = False) 
     weights for decoding on CPU (:func:`seq2seq_attn.quantize.int8_copy`)."""
     checkpoint = read_checkpoint(path, device)
     hparams = {k: v for k, v in checkpoint["hyper_parameters"].items() if not k.startswith("_")}
+    check_same_function(hparams)
     module = Seq2SeqLitModule(**hparams)
     module.load_state_dict(checkpoint["state_dict"])
     module.src_vocab = Vocab(checkpoint["vocab"]["src"])

@@ -39,11 +39,14 @@ def condense_error(message: str, valid_keys: list[str]) -> str:
     lines = [line.strip(" -") for line in message.strip().splitlines() if line.strip(" -")]
     unknown = re.search(
         r"unrecognized arguments: (?:--)?([\w.]+)|No action for key \"([\w.]+)\"|"
-        r"does not accept option '([\w.]+)'",
+        r"does not accept option '([\w.]+)'|Option '([\w.]+)' is not accepted|unknown config key '([\w.]+)'",
         message,
     )
     if unknown:
         bad = next(g for g in unknown.groups() if g)
+        parent = re.match(r'Parser key "([\w.]+)"', message.strip())
+        if (unknown.group(4) or unknown.group(5)) and parent:  # an argument of a class chosen by class_path (data)
+            bad = f"{parent.group(1)}.init_args.{bad}"
         close = difflib.get_close_matches(bad, valid_keys, n=3, cutoff=0.6)
         hint = f"; did you mean {', '.join(close)}?" if close else "; run with --help for the valid keys"
         return f"unknown config key {bad!r}{hint}"
@@ -78,7 +81,19 @@ class Parser(LightningArgumentParser):
     def error(self, message: str, ex: Optional[Exception] = None):
         parser = getattr(ex, "subcommand_parser", None) or self
         keys = [o.lstrip("-") for o in parser._option_string_actions if o.startswith("--")]
-        raise ConfigError(condense_error(message, keys)) from ex
+        raise ConfigError(condense_error(message, keys + data_keys())) from ex
+
+
+def data_keys() -> list[str]:
+    """``data.init_args.<argument>`` of every data module (chosen by class_path, so not among the parser's keys)."""
+    import inspect
+
+    classes, keys = [Seq2SeqDataModule], set()
+    while classes:
+        cls = classes.pop()
+        classes += cls.__subclasses__()
+        keys |= {f"data.init_args.{name}" for name in inspect.signature(cls.__init__).parameters if name != "self"}
+    return sorted(keys)
 
 
 class Seq2SeqCLI(LightningCLI):
@@ -159,6 +174,9 @@ class ConfigCheck(Seq2SeqCLI):
     every mistake ``fit`` would report before training (a typo key, an impossible model) in a second."""
 
     def instantiate_trainer(self, **kwargs) -> None:
+        """No Trainer, but its callbacks checked against the model, as ``fit`` checks them."""
+        callbacks = self._get(self.config_init, "trainer", default={}).get("callbacks") or []
+        self.model.check_callbacks(callbacks if isinstance(callbacks, list) else [callbacks])
         return None
 
     def _set_seed(self) -> None:  # nothing runs: leave the process's random state (and the console) alone

@@ -34,8 +34,10 @@ from seq2seq_attn.modules.transformer import build_transformer
 from seq2seq_attn.optim import adam, lr_factor
 from seq2seq_attn.results import (
     TRANSLATIONS,
+    VAL_HISTORY,
     append_jsonl,
     environment_info,
+    keep_history_until,
     write_json,
     write_jsonl_gz,
     write_test_results,
@@ -103,6 +105,18 @@ def build_model(hp: dict) -> torch.nn.Module:
         raise ConfigError("arch 'rnn' needs a flow and an attention (e.g. flow bahdanau, attention additive)")
     keys = [k for k in ARCHITECTURE_KEYS if k not in ("arch", *TRANSFORMER_KEYS)]
     return build_seq2seq(**{k: hp[k] for k in keys}, dropout=hp["dropout"], pad_id=PAD_ID)
+
+
+def check_same_function(saved: dict) -> None:
+    """One line for a checkpoint whose weights this code would read with another function than the one they
+    were trained with (a silent change of what the model computes). Args: its saved hyperparameters."""
+    # local-p's centre became (S_x - 1) sigmoid(.) (it could fall one past the last word) in the same change
+    # that added score_scale, so a local-p checkpoint without score_scale was trained with the old centre
+    if saved.get("alignment") == "local-p" and "score_scale" not in saved:
+        raise ConfigError(
+            "checkpoint has local-p attention trained when its centre p_t could reach one past the last word; "
+            "p_t is now bounded by S - 1, which moves the window it was trained with: train the model again"
+        )
 
 
 class Seq2SeqLitModule(pl.LightningModule):
@@ -212,6 +226,7 @@ class Seq2SeqLitModule(pl.LightningModule):
         self.tokenizers: Optional[dict[str, str]] = None  # JSON of the text tokenizers, if any
         self._fit_started: Optional[float] = None
         self._seconds_before = 0.0  # training seconds of the earlier attempts of a resumed fit (checkpointed)
+        self._resumed_step: Optional[int] = None  # the update of the checkpoint a fit resumes from
         self._coverage_from = 0  # the update the coverage loss starts at (set when training starts)
 
     # -- vocabulary travels with the checkpoint ---------------------------------
@@ -246,7 +261,9 @@ class Seq2SeqLitModule(pl.LightningModule):
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         self._seconds_before = float(checkpoint.get("fit_seconds", 0.0))  # a resumed fit counts on from there
+        self._resumed_step = int(checkpoint.get("global_step", 0))
         saved = checkpoint.get("hyper_parameters", {})
+        check_same_function(saved)
         for key in ARCHITECTURE_KEYS:
             if key in saved and saved[key] != self.hparams.get(key):
                 raise ConfigError(
@@ -266,10 +283,12 @@ class Seq2SeqLitModule(pl.LightningModule):
     def on_fit_start(self) -> None:
         self._fit_started = time.monotonic()
         if self.trainer.ckpt_path is None:  # a new fit, also of weights loaded from an earlier run's checkpoint
-            self._seconds_before = 0.0
+            self._seconds_before, self._resumed_step = 0.0, None
         # trainer.log_dir broadcasts from rank 0: every DDP process must ask, not rank 0 alone
         run_dir = Path(self.trainer.log_dir or self.trainer.default_root_dir)
         if self.trainer.is_global_zero:
+            if self._resumed_step is not None:  # the validations after the checkpoint are run again
+                keep_history_until(run_dir / VAL_HISTORY, self._resumed_step)
             write_json(run_dir / "environment.json", environment_info())
             if self.datamodule() is not None:  # the tokenizers are inside every checkpoint too
                 self.datamodule().save_tokenizers(run_dir)
@@ -288,13 +307,18 @@ class Seq2SeqLitModule(pl.LightningModule):
         share = self.hparams.coverage_loss_from
         if share == 0:
             return 0
-        if any(isinstance(c, EarlyStopping) for c in self.trainer.callbacks):
+        self.check_callbacks(self.trainer.callbacks)
+        total = self.trainer.max_steps if self.trainer.max_steps > 0 else self.trainer.estimated_stepping_batches
+        return round(share * total)  # round: 0.07 * 100 is 7.000000000000001
+
+    def check_callbacks(self, callbacks: list) -> None:
+        """The one-line error for trainer callbacks this model cannot train with (``fit`` and the dry run ask)."""
+        share = self.hparams.coverage_loss_from
+        if share > 0 and any(isinstance(c, EarlyStopping) for c in callbacks):
             raise ConfigError(
                 f"coverage_loss_from {share} is a share of a fixed budget of updates, which early stopping cuts "
                 "short: drop the EarlyStopping callback, or set coverage_loss_from 0"
             )
-        total = self.trainer.max_steps if self.trainer.max_steps > 0 else self.trainer.estimated_stepping_batches
-        return round(share * total)  # round: 0.07 * 100 is 7.000000000000001
 
     def coverage_weight(self) -> float:
         """λ of the coverage loss at this update: 0 before :meth:`coverage_start`."""
@@ -353,7 +377,7 @@ class Seq2SeqLitModule(pl.LightningModule):
         folder = Path(self.trainer.log_dir or self.trainer.default_root_dir)  # a collective: every process asks
         if self.trainer.is_global_zero:
             record = {"step": self.global_step, "epoch": self.current_epoch, "seconds": self.fit_seconds()}
-            append_jsonl(folder / "val_history.jsonl", {**record, "overall": overall, "buckets": buckets})
+            append_jsonl(folder / VAL_HISTORY, {**record, "overall": overall, "buckets": buckets})
 
     def on_test_epoch_start(self) -> None:
         self._start_evaluation("test")

@@ -8,12 +8,14 @@ import tempfile
 from pathlib import Path
 from typing import Any, Sequence, Union
 
+from seq2seq_attn.errors import ConfigError
 from seq2seq_attn.metrics import metric_items
 
 PathLike = Union[str, Path]
 
 
 TRANSLATIONS = "test_translations.jsonl.gz"  # per test sentence: source length, hypothesis, reference
+VAL_HISTORY = "val_history.jsonl"  # one line per validation: step, training seconds, overall and per bucket
 LENGTH_PENALTY = "length_penalty.json"  # the beam's length penalty tuned on dev, and the test scores with it
 
 
@@ -38,6 +40,24 @@ def write_json(path: PathLike, data: Any) -> Path:
     return write_atomic(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
+def keep_history_until(path: PathLike, step: int) -> None:
+    """Cut a run's ``val_history.jsonl`` back to the validations at or before ``step`` (the update a resumed
+    run continues from): the ones after it were lost with the killed attempt and run again, and a line cut
+    short by the kill goes too. Written atomically; nothing happens where there is no file."""
+    path = Path(path)
+    if not path.is_file():
+        return
+    kept = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:  # the line a kill cut short
+            continue
+        if record["step"] <= step:
+            kept.append(line + "\n")
+    write_atomic(path, "".join(kept))
+
+
 def append_jsonl(path: PathLike, record: Any) -> Path:
     """Add one JSON line to ``path`` (a history that grows during a run; a kill loses at most that line)."""
     path = Path(path)
@@ -55,11 +75,43 @@ def write_jsonl_gz(path: PathLike, records: Sequence[Any]) -> Path:
     return write_atomic(path, gzip.compress(text.encode("utf-8"), mtime=0))
 
 
-def read_jsonl_gz(path: PathLike) -> list[Any]:
-    import gzip
+class DamagedFile(ConfigError):
+    """A results file that cannot be read back (cut short, or not what its name says); one line naming it."""
 
-    with gzip.open(path, "rt", encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
+    def __init__(self, path: PathLike, err: BaseException) -> None:
+        reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:120]
+        super().__init__(
+            f"{path} is damaged ({reason}): restore it (e.g. git checkout -- {path}), or delete the cell's "
+            "result.json to run the cell again"
+        )
+
+
+def read_json(path: PathLike) -> Any:
+    """A JSON results file; :class:`DamagedFile` where it cannot be parsed."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise DamagedFile(path, err) from err
+
+
+def read_jsonl(path: PathLike) -> list[Any]:
+    """One JSON record per line (blank lines skipped); :class:`DamagedFile` where a line cannot be parsed."""
+    try:
+        return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise DamagedFile(path, err) from err
+
+
+def read_jsonl_gz(path: PathLike) -> list[Any]:
+    """:func:`read_jsonl` of a gzip file; a truncated or corrupt archive is a :class:`DamagedFile` too."""
+    import gzip
+    import zlib
+
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as handle:
+            return [json.loads(line) for line in handle if line.strip()]
+    except (json.JSONDecodeError, UnicodeDecodeError, EOFError, gzip.BadGzipFile, zlib.error) as err:
+        raise DamagedFile(path, err) from err
 
 
 def write_csv(path: PathLike, rows: Sequence[dict], columns: Sequence[str]) -> Path:

@@ -313,6 +313,8 @@ def precision_command(argv: list[str]) -> None:
     parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="as many as training uses")
     parser.add_argument("--remeasure", action="store_true", help="probe again (e.g. after a busy machine's probe)")
     args = parser.parse_args(argv)
+    if args.threads < 1:
+        raise ConfigError(f"--threads must be >= 1, got {args.threads}: e.g. --threads {torch.get_num_threads()}")
     torch.set_num_threads(args.threads)
     if args.remeasure:
         from seq2seq_attn.precision import forget_machine

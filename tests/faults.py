@@ -9,6 +9,7 @@ import os
 import signal
 import time
 from pathlib import Path
+from typing import Optional
 
 import pytorch_lightning as pl
 import torch
@@ -82,3 +83,47 @@ class KillAtTest(pl.Callback):
     def on_test_start(self, trainer, pl_module) -> None:
         if first_time(trainer, "killed_at_test"):
             os.kill(os.getpid(), signal.SIGKILL)
+
+
+class KillPoint(pl.Callback):
+    """SIGKILL this process at a named point of a run's life (once per run folder):
+
+    - ``update``: in the middle of update ``step + 1``: its gradients computed, the optimizer step not taken;
+    - ``batch``: as the update after ``step`` is about to start (after whatever was saved at ``step``);
+    - ``validation``: in the middle of the validation at update ``step`` (its first batch done);
+    - ``fit_end``: training over, before the cell records it (``fit.json``) or tests;
+    - ``test``: in the middle of the test decode (its first batch done);
+    - ``test_end``: the test scored and written, before the cell's ``result.json``;
+    - ``resume``: as a resumed attempt starts training, its checkpoint loaded (a kill during the resume).
+    """
+
+    def __init__(self, point: str, step: int = 0) -> None:
+        self.point, self.step = point, step
+
+    def _kill(self, trainer, point: str, step: Optional[int] = None) -> None:
+        due = point == self.point and (step is None or step == self.step)
+        if due and first_time(trainer, f"killed_{self.point}_{self.step}"):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def on_before_optimizer_step(self, trainer, pl_module, optimizer) -> None:
+        self._kill(trainer, "update", trainer.global_step)
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        self._kill(trainer, "batch", trainer.global_step)
+
+    def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
+        if trainer.state.fn == "fit":
+            self._kill(trainer, "validation", trainer.global_step)
+
+    def on_fit_end(self, trainer, pl_module) -> None:
+        self._kill(trainer, "fit_end")
+
+    def on_test_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
+        self._kill(trainer, "test")
+
+    def on_test_end(self, trainer, pl_module) -> None:
+        self._kill(trainer, "test_end")
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        if trainer.ckpt_path is not None:
+            self._kill(trainer, "resume")

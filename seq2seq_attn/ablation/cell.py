@@ -92,12 +92,24 @@ def logger_args(cell_dir: Path) -> list[str]:
     return ["--trainer.logger", json.dumps(csv_logger)]
 
 
+def training_budget(trainer) -> dict:
+    """The caps a cell trained under: ``trainer.max_steps``, ``max_epochs`` and ``max_time`` (seconds)."""
+    from pytorch_lightning.callbacks import Timer
+
+    seconds = next((c._duration for c in trainer.callbacks if isinstance(c, Timer)), None)
+    return {"max_steps": trainer.max_steps, "max_epochs": trainer.max_epochs, "max_time": seconds}
+
+
 def fit(cli, cell_dir: Path) -> dict:
     """Train the cell (continuing from its ``last.ckpt`` if it was killed) and record how training went in
-    ``fit.json``; a cell killed after that (while testing) reads it back instead of training again."""
-    done = cell_dir / FIT
+    ``fit.json``. A cell killed after that (while testing) reads it back instead of training again, unless
+    its caps have changed since (a cell that hit a cap, run again with a higher one, trains on from
+    ``last.ckpt``; one that early stopping ended stays ended)."""
+    done, budget = cell_dir / FIT, training_budget(cli.trainer)
     if done.is_file():
-        return json.loads(done.read_text())
+        training = json.loads(done.read_text())
+        if training.pop("budget", None) == budget:
+            return training
     start = time.time()
     last = cell_dir / "checkpoints" / LAST  # a cell killed earlier continues where it stopped
     cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=last if last.is_file() else None)
@@ -112,7 +124,7 @@ def fit(cli, cell_dir: Path) -> dict:
         best = str(cell_dir / "checkpoints" / FINAL)
         cli.trainer.save_checkpoint(best)
     training["best_step"], training["checkpoint"] = read_checkpoint_step(best), best
-    write_json(done, training)
+    write_json(done, {**training, "budget": budget})
     return training
 
 

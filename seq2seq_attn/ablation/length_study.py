@@ -30,7 +30,7 @@ import torch
 
 from seq2seq_attn.metrics import DEFAULT_BUCKETS, SATURATED, bucket_index, buckets, title
 from seq2seq_attn.plots import curve_styles, legend_below
-from seq2seq_attn.results import TRANSLATIONS, plain, read_jsonl_gz, write_csv
+from seq2seq_attn.results import TRANSLATIONS, VAL_HISTORY, plain, read_jsonl_gz, write_csv
 from seq2seq_attn.stats import (
     BLEU_FACTORS,
     NO_INTERVAL,
@@ -353,7 +353,7 @@ def read_history(folder: Path) -> list[dict]:
     A run resumed from ``last.ckpt`` validates again at the steps it had passed after that checkpoint, and
     appends them: the later record of a step is the one that belongs to the finished run.
     """
-    file = folder / "val_history.jsonl"
+    file = folder / VAL_HISTORY
     if not file.is_file():
         return []
     by_step = {}

@@ -8,6 +8,7 @@ redraw them at any time.
 
 import json
 import re
+import sys
 import textwrap
 from pathlib import Path
 from typing import Optional
@@ -15,10 +16,21 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
+from seq2seq_attn.ablation.cell import RESULT
 from seq2seq_attn.errors import ConfigError
 from seq2seq_attn.metrics import DEFAULT_METRIC, metric_info, metric_items, title
 from seq2seq_attn.plots import curve_styles, draw_heatmap, legend_below
-from seq2seq_attn.results import plain, write_atomic, write_csv
+from seq2seq_attn.results import (
+    TRANSLATIONS,
+    VAL_HISTORY,
+    DamagedFile,
+    plain,
+    read_json,
+    read_jsonl,
+    read_jsonl_gz,
+    write_atomic,
+    write_csv,
+)
 
 FIXED_COLUMNS = ["cell", "bucket", "lo", "hi", "extrapolation", "train_max_length", "metric", "value", "count"]
 
@@ -91,9 +103,27 @@ def collect_runs(root: Path, out: Path) -> int:
     return count
 
 
+def finished_cells(out: Path, warn: bool = False) -> list[tuple[Path, dict]]:
+    """Each finished cell of ``out`` whose files all read back, with its ``result.json``. The others are left
+    out (with ``warn``, each with a one-line warning that names its damaged file), so that one bad copy does
+    not cost the report of the rest."""
+    cells = []
+    for folder in sorted(p.parent for p in (out / "cells").glob(f"*/{RESULT}")):
+        try:
+            result = read_json(folder / RESULT)
+            for name, read in (("cell.json", read_json), (VAL_HISTORY, read_jsonl), (TRANSLATIONS, read_jsonl_gz)):
+                if (folder / name).is_file():
+                    read(folder / name)
+        except DamagedFile as err:
+            if warn:
+                print(f"warning: leaving cell {folder.name} out of the report: {err}", file=sys.stderr)
+            continue
+        cells.append((folder, result))
+    return cells
+
+
 def write_results_csv(out: Path) -> Optional[Path]:
-    folders = sorted(p.parent for p in (out / "cells").glob("*/result.json"))
-    rows = [row for folder in folders for row in cell_rows(folder)]
+    rows = [row for folder, _ in finished_cells(out, warn=True) for row in cell_rows(folder)]
     if not rows:
         return None
     config_cols = [c for c in dict.fromkeys(k for r in rows for k in r) if c not in FIXED_COLUMNS]
@@ -212,10 +242,9 @@ def short_cells(out: Path, key: str = "stopped_short") -> list[str]:
     """Finished cells that are not the run the grid asked for: ``stopped_short`` of their updates (a time cap),
     or, with early stopping, ``hit_cap`` before dev stopped improving."""
     lines = []
-    for path in sorted((out / "cells").glob("*/result.json")):
-        reason = json.loads(path.read_text()).get(key)
-        if reason:
-            lines.append(f"- `{path.parent.name}`: {reason}; delete its result.json and run again with a higher cap")
+    for folder, result in finished_cells(out):
+        if result.get(key):
+            lines.append(f"- `{folder.name}`: {result[key]}; delete its result.json and run again with a higher cap")
     return lines
 
 
@@ -223,14 +252,13 @@ def convergence_table(out: Path) -> str:
     """Markdown: per cell, what stopped it, after how many updates and how long, its best update, its precision
     and the CPU it trained on (cells of one grid may run on different machines)."""
     rows = []
-    for path in sorted((out / "cells").glob("*/result.json")):
-        result = json.loads(path.read_text())
+    for folder, result in finished_cells(out):
         if result.get("stopped_by") is None:
             continue  # a cell from before these fields were recorded
         best, minutes = result.get("best_step"), result.get("train_seconds", result["fit_seconds"]) / 60
-        cells = [f"`{path.parent.name}`", result["stopped_by"], f"{result['steps']:,}",
+        cells = [f"`{folder.name}`", result["stopped_by"], f"{result['steps']:,}",
                  "-" if best is None else f"{best:,}", f"{minutes:.0f}", result.get("precision", "-"),
-                 cpu_of(path.parent / "environment.json")]  # fmt: skip
+                 cpu_of(folder / "environment.json")]  # fmt: skip
         rows.append("| " + " | ".join(cells) + " |")
     if not rows:
         return ""

@@ -31,10 +31,10 @@ from seq2seq_attn.ablation.cell import ERROR, RESULT
 from seq2seq_attn.ablation.grid import Cell, Grid
 from seq2seq_attn.ablation.report import write_report, write_results_csv
 from seq2seq_attn.errors import ConfigError, find_config_error
-from seq2seq_attn.results import LENGTH_PENALTY, write_json
+from seq2seq_attn.results import LENGTH_PENALTY, TRANSLATIONS, VAL_HISTORY, write_json
 
 # the small files of a finished cell that rebuild its rows, statistics and plots without its checkpoints
-PUBLISHED = ("cell.json", RESULT, "test_results.json", "test_translations.jsonl.gz", "val_history.jsonl",
+PUBLISHED = ("cell.json", RESULT, "test_results.json", TRANSLATIONS, VAL_HISTORY,
              "environment.json", "precision.json", "test_attention.json", LENGTH_PENALTY)  # fmt: skip
 
 
