@@ -48,7 +48,7 @@ def test_the_report_of_a_length_study_has_intervals_tests_and_figures(tmp_path):
                   "seed_everything": seed}, 0.8, seed)  # fmt: skip
     write_results_csv(tmp_path)
     written = {p.name for p in write_report(tmp_path, "bleu")}
-    figures = {"length_curve.png", "training_gap.png", "learning_curves.png"}
+    figures = {"length_curve.png", "ratio_curve.png", "training_gap.png", "learning_curves.png"}
     assert {"statistics.csv", "significance.csv", *figures} <= written
 
     stats = pd.read_csv(tmp_path / "statistics.csv")
@@ -358,3 +358,78 @@ def test_report_command_names_the_metrics_it_has_when_told_one_it_lacks(tmp_path
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "'blue'" in err[0] and "bleu" in err[0]  # the typo and the names to pick from
     assert (tmp_path / "summary.md").read_text() == before  # the finished report is kept
+
+
+@pytest.mark.parametrize("damage", ["result.json", "val_history.jsonl", TRANSLATIONS])
+def test_a_cell_with_a_damaged_file_is_left_out_with_a_warning_that_names_it(tmp_path, capsys, damage):
+    from seq2seq_attn.cli import main
+
+    for seed in (1, 2):
+        overrides = {"model.flow": "bahdanau", "model.attention": "additive", "seed_everything": seed}
+        fake_cell(tmp_path, f"add{seed}", overrides, 0.8, seed)
+    (tmp_path / "grid.yaml").write_text("name: study\nmetric: bleu\ngrid:\n  - {model.attention: [additive]}\n")
+    cell = tmp_path / "cells" / "add2"
+    (cell / "val_history.jsonl").write_text(
+        json.dumps({"step": 4, "seconds": 1.0, "overall": {}, "buckets": []}) + "\n"
+    )
+    whole = (cell / damage).read_bytes()
+    (cell / damage).write_bytes(whole[: len(whole) // 2])  # a copy cut short
+    main(["report", str(tmp_path)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("warning: leaving cell add2 out of the report:")
+    assert f"{cell / damage} is damaged" in err[0] and "git checkout --" in err[0]
+    assert set(pd.read_csv(tmp_path / "results.csv").cell) == {"add1"}  # the rest is reported
+    assert (cell / damage).read_bytes() == whole[: len(whole) // 2]  # and nothing is overwritten
+
+
+def test_the_precision_probe_refuses_a_thread_count_below_one(capsys):
+    from seq2seq_attn.cli import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(["precision", "--threads", "0"])
+    assert stop.value.code == 2 and "--threads must be >= 1, got 0" in capsys.readouterr().err
+
+
+def test_learning_curves_draw_the_dev_output_length_where_validations_logged_it(tmp_path):
+    import matplotlib.image
+
+    from seq2seq_attn.ablation.length_study import plot_learning_curves
+
+    widths = {}
+    for logged in (False, True):
+        out = tmp_path / str(logged)
+        fake_cell(out, "add1", {"model.flow": "bahdanau", "model.attention": "additive", "seed_everything": 1}, 0.8, 1)
+        history = out / "cells" / "add1" / "val_history.jsonl"
+        records = [json.loads(line) for line in history.read_text().splitlines()]
+        for record in records if logged else []:
+            record["overall"]["length_ratio"] = 0.9
+        history.write_text("".join(json.dumps(r) + "\n" for r in records))
+        cells = pd.DataFrame([{"cell": "add1", "model": "additive", "seed": 1}])
+        path = plot_learning_curves(out, cells, out / "curves.png")
+        widths[logged] = matplotlib.image.imread(path).shape[1]
+    assert widths[True] > 1.3 * widths[False]  # a third panel
+
+
+def test_the_ratio_curve_draws_each_buckets_ratio_to_11_20_and_its_interval():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from seq2seq_attn.ablation.length_study import plot_length_curve
+
+    rows = [{"model": "additive", "metric": "bleu", "bucket": b, "lo": lo, "score": s, "ci_low": s - 1,
+             "ci_high": s + 1, "ratio": r, "ratio_low": r - 0.1, "ratio_high": r + 0.1}
+            for b, lo, s, r in (("1-10", 1, 20., 0.9), ("11-20", 11, 22., 1.0), ("31-40", 31, 11., 0.5))]  # fmt: skip
+    captured = {}
+    save = plt.Figure.savefig
+    plt.Figure.savefig = lambda fig, *args, **kwargs: captured.setdefault("fig", fig)
+    try:
+        plot_length_curve(pd.DataFrame(rows), "unused.png", caps={"additive": 30}, ratio=True)
+    finally:
+        plt.Figure.savefig = save
+    ax = captured["fig"].axes[0]
+    curve = ax.lines[0]
+    assert list(curve.get_ydata()) == [0.9, 1.0, 0.5] and "11-20-word BLEU" in ax.get_ylabel()
+    band = ax.collections[0].get_paths()[0].vertices[:, 1]
+    assert band.min() == pytest.approx(0.4) and band.max() == pytest.approx(1.1)

@@ -12,9 +12,11 @@ without checkpoints, :func:`write_length_study` writes into the ablation folder:
   (:mod:`seq2seq_attn.stats`);
 - ``length_curve.png``: BLEU against source length, a line per model (mean over seeds) and a band
   spanning the seeds' 95% intervals: the look of Bahdanau et al.'s Fig. 2;
+- ``ratio_curve.png``: the same with each bucket's BLEU as a multiple of the model's 11-20-word BLEU;
 - ``training_gap.png``: BLEU per length bucket at every validation, for the bottleneck and the
   attention models: how the gap between short and long sentences opens during training;
-- ``learning_curves.png``: dev BLEU and the share of saturated attention rows at every validation;
+- ``learning_curves.png``: dev BLEU, the share of saturated attention rows and (where validations logged
+  it) the output's length over the reference's at every validation;
 
 and returns the markdown tables for ``summary.md``.
 """
@@ -273,10 +275,13 @@ def ratio_table(stats: pd.DataFrame, caps: dict[str, int], reference: str = REFE
 
 
 def plot_length_curve(
-    stats: pd.DataFrame, path: Path, metric: str = "bleu", caps: Optional[dict] = None, styles: Optional[dict] = None
-) -> Path:
+    stats: pd.DataFrame, path: Path, metric: str = "bleu", caps: Optional[dict] = None, styles: Optional[dict] = None,
+    ratio: bool = False,
+) -> Path:  # fmt: skip
     """BLEU per bucket, a line per model; with ``caps`` (:func:`training_caps`), the buckets beyond a model's
-    training cap are drawn with open markers, and each cap is a vertical line."""
+    training cap are drawn with open markers, and each cap is a vertical line. With ``ratio``, each bucket's
+    BLEU as a multiple of the model's 11-20-word BLEU instead (Fig. 2's question, models of any quality on
+    one scale), the band the seeds' 95% intervals of that ratio."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -288,7 +293,8 @@ def plot_length_curve(
     styles = styles or curve_styles(list(part.model.unique()))
     for model in sorted(part.model.unique(), key=lambda m: (m.startswith("none"), m)):
         rows = part[part.model == model]
-        by_bucket = rows.groupby("lo").agg(score=("score", "mean"), low=("ci_low", "min"), high=("ci_high", "max"))
+        value, low, high = ("ratio", "ratio_low", "ratio_high") if ratio else ("score", "ci_low", "ci_high")
+        by_bucket = rows.groupby("lo").agg(score=(value, "mean"), low=(low, "min"), high=(high, "max"))
         x = by_bucket.index.to_numpy() + 4.5  # the bucket's middle word count
         line = ax.plot(x, by_bucket.score, marker="o", ms=3, label=model, **styles[model])[0]
         ax.fill_between(x, by_bucket.low, by_bucket.high, alpha=0.15, color=line.get_color())
@@ -299,7 +305,12 @@ def plot_length_curve(
         ax.axvline(cap + 0.5, color="grey", ls=":", lw=1)
         ax.text(cap + 1, ax.get_ylim()[1], f" trained on ≤ {cap} words", fontsize=7, color="grey", va="top")
     ax.set_xlabel("source sentence length (words; the middle of each 10-word bucket; open: beyond the training cap)")
-    ax.set_ylabel(f"{title(metric)} (test)")
+    if ratio:  # Fig. 2's readings: 1 = as good as at 11-20 words, 0.5 = Bahdanau et al.'s collapse
+        ax.axhline(1.0, color="grey", lw=0.8)
+        ax.axhline(0.5, color="grey", lw=0.8, ls="--")
+        ax.set_ylabel(f"test {title(metric)} / the model's {REFERENCE}-word {title(metric)}")
+    else:
+        ax.set_ylabel(f"{title(metric)} (test)")
     ax.grid(alpha=0.3)
     ax.set_title("quality vs source length: mean over seeds, band = the seeds' 95% bootstrap intervals", fontsize=9)
     fig.tight_layout()
@@ -399,7 +410,8 @@ def plot_learning_curves(
     histories = {k: h for k, h in histories.items() if h}
     if not histories:
         return None
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.4))
+    lengths = any("length_ratio" in h["overall"] for history in histories.values() for h in history)
+    fig, axes = plt.subplots(1, 3 if lengths else 2, figsize=(18 if lengths else 12, 4.4))
     styles = styles or curve_styles(sorted({model for model, _ in histories}))
     seeds = sorted({seed for _, seed in histories}, key=str)
     markers = {seed: ".x+^v"[k % 5] for k, seed in enumerate(seeds)}  # a model's seeds share its style
@@ -408,15 +420,23 @@ def plot_learning_curves(
         points = [(h["step"], h["overall"][metric]) for h in history if metric in h["overall"]]
         if points:
             axes[0].plot(*zip(*points), label=f"{model} (seed {seed})", **style)
-        sat = [(h["step"], h["overall"]["attn_saturated"]) for h in history if "attn_saturated" in h["overall"]]
-        if sat and points:
-            axes[1].plot(*zip(*sat), **style)
+        for ax, key in zip(axes[1:], ("attn_saturated", "length_ratio")):
+            values = [(h["step"], h["overall"][key]) for h in history if key in h["overall"]]
+            if values and points:
+                ax.plot(*zip(*values), **style)
     axes[0].set_ylabel(f"dev {title(metric)} (greedy)")
     axes[1].set_ylabel(f"attention rows with a weight above {SATURATED}")
+    if lengths:  # below 1 the outputs stop early (BLEU's brevity penalty)
+        axes[2].set_ylabel("dev output length / reference length")
+        axes[2].axhline(1.0, color="grey", linewidth=0.8)
     for ax in axes:
         ax.set_xlabel("updates")
         ax.grid(alpha=0.3)
-    fig.suptitle("learning curves on dev: quality, and how much of the attention has stopped learning", fontsize=10)
+    fig.suptitle(
+        "learning curves on dev: quality, how much of the attention has stopped learning"
+        + (", and how long the outputs are" if lengths else ""),
+        fontsize=10,
+    )
     fig.tight_layout()
     legend_below(fig, axes[0], ncol=3, fontsize=7)
     fig.savefig(path, dpi=120, bbox_inches="tight")
@@ -441,6 +461,7 @@ def write_length_study(out: Path, df: pd.DataFrame, edges: Sequence[int] = DEFAU
     written = [
         write_csv(out / "statistics.csv", rows, list(rows[0])),
         plot_length_curve(stats, out / "length_curve.png", caps=caps, styles=styles),
+        plot_length_curve(stats, out / "ratio_curve.png", caps=caps, styles=styles, ratio=True),
     ]
     if not sig.empty:
         written.append(write_csv(out / "significance.csv", sig.to_dict("records"), list(sig.columns)))
