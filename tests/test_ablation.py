@@ -339,6 +339,7 @@ def test_a_cell_killed_midway_continues_from_its_last_checkpoint_to_the_same_res
     cell = tmp_path / "at_test" / "cells" / "seed_everything=3"
     assert "FAILED" in first.stdout and (cell / "fit.json").is_file() and not (cell / "result.json").exists()
     trained = json.loads((cell / "fit.json").read_text())
+    assert trained.pop("budget") == {"max_steps": -1, "max_epochs": 4, "max_time": 3600.0}  # the caps it ran under
     second = run(tmp_path / "at_test", grid)
     assert second.returncode == 0, second.stderr[-2000:]
     retested = json.loads((cell / "result.json").read_text())
