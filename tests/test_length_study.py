@@ -433,3 +433,27 @@ def test_the_ratio_curve_draws_each_buckets_ratio_to_11_20_and_its_interval():
     assert list(curve.get_ydata()) == [0.9, 1.0, 0.5] and "11-20-word BLEU" in ax.get_ylabel()
     band = ax.collections[0].get_paths()[0].vertices[:, 1]
     assert band.min() == pytest.approx(0.4) and band.max() == pytest.approx(1.1)
+
+
+def test_the_length_penalty_table_shows_the_protocols_and_the_tuned_search_side_by_side(tmp_path):
+    from seq2seq_attn.ablation.length_study import length_penalty_table
+
+    def scores(bleu: float, length: float) -> dict:
+        rows = [{"bucket": b, "bleu": bleu - i, "length_ratio": length} for i, b in enumerate(["31-40", "41-50"])]
+        return {"overall": {"bleu": bleu, "length_ratio": length}, "buckets": rows}
+
+    folder = tmp_path / "cells" / "a"
+    write_json(folder / "test_results.json", scores(20.0, 0.9))
+    search = {
+        "alpha": 1.0,
+        "dev": [{"alpha": 0.6, "bleu": 21.04}, {"alpha": 1.0, "bleu": 21.5}],
+        "test": scores(21.0, 1.0),
+    }
+    write_json(folder / "length_penalty.json", search)
+    (tmp_path / "cells" / "b").mkdir()  # a cell that did not search: no row
+    cells = pd.DataFrame([{"cell": "a", "model": "additive", "seed": 1}, {"cell": "b", "model": "none", "seed": 1}])
+    rows = length_penalty_table(tmp_path, cells).splitlines()
+    assert rows[0] == "| model | seed | dev BLEU per α | α chosen | test BLEU | 31-40 | 41-50 | length |"
+    assert rows[2:] == [
+        "| additive | 1 | 0.6: 21.0, 1: 21.5 | 1 | 20.0 → 21.0 | 20.0 → 21.0 | 19.0 → 20.0 | 0.90 → 1.00 |"
+    ]

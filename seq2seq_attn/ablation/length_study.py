@@ -32,7 +32,7 @@ import torch
 
 from seq2seq_attn.metrics import DEFAULT_BUCKETS, SATURATED, bucket_index, buckets, title
 from seq2seq_attn.plots import curve_styles, legend_below
-from seq2seq_attn.results import TRANSLATIONS, VAL_HISTORY, plain, read_jsonl_gz, write_csv
+from seq2seq_attn.results import LENGTH_PENALTY, TRANSLATIONS, VAL_HISTORY, plain, read_jsonl_gz, write_csv
 from seq2seq_attn.stats import (
     BLEU_FACTORS,
     NO_INTERVAL,
@@ -379,6 +379,31 @@ def _fmt(value: Optional[float], digits: int = 1) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
+def length_penalty_table(out: Path, cells: pd.DataFrame) -> str:
+    """Markdown: per cell that searched it (``length_penalty.json``), the dev BLEU at each length penalty α,
+    the α chosen, and the test BLEU and output length with the protocol's α and with the chosen one, overall
+    and in the buckets from 31 words on: how much of the loss on long sentences the search's."""
+    records = {}
+    for _, cell in cells.sort_values(["model", "seed"], key=lambda c: c.astype(str)).iterrows():
+        path = out / "cells" / cell.cell / LENGTH_PENALTY
+        if path.is_file():
+            records[(cell.model, cell.seed, cell.cell)] = json.loads(path.read_text())
+    if not records:
+        return ""
+    long = [b for b in buckets(DEFAULT_BUCKETS) if b.lo > 30 and (b.hi or 61) <= 50]
+    head = ["model", "seed", "dev BLEU per α", "α chosen", "test BLEU", *(f"{b.label}" for b in long), "length"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for (model, seed, name), record in records.items():
+        tested = json.loads((out / "cells" / name / "test_results.json").read_text())
+        before = {"all": tested["overall"], **{b["bucket"]: b for b in tested["buckets"]}}
+        after = {"all": record["test"]["overall"], **{b["bucket"]: b for b in record["test"]["buckets"]}}
+        dev = ", ".join(f"{d['alpha']:g}: {d['bleu']:.1f}" for d in record["dev"])
+        pairs = [f"{before[k]['bleu']:.1f} → {after[k]['bleu']:.1f}" for k in ("all", *(b.label for b in long))]
+        length = f"{before['all']['length_ratio']:.2f} → {after['all']['length_ratio']:.2f}"
+        lines.append(f"| {model} | {seed} | {dev} | {record['alpha']:g} | " + " | ".join([*pairs, length]) + " |")
+    return "\n".join(lines)
+
+
 def dev_table(out: Path, cells: pd.DataFrame, metric: str = "bleu") -> str:
     """Markdown: per cell, the dev score at its last validation and at its best one, and how saturated its
     attention was at the last validation (overall; per head for multi-head models)."""
@@ -500,6 +525,14 @@ def write_length_study(out: Path, df: pd.DataFrame, edges: Sequence[int] = DEFAU
                   f"penalty costs BLEU), then BLEU without its brevity penalty as a multiple of the model's "
                   f"{REFERENCE}-word value (as the ratio table above). A shorter output can be more precise: read "
                   "the two together.", "", _table(stats, "length_ratio", digits=2), "", precision]  # fmt: skip
+    searched = length_penalty_table(out, cells)
+    if searched:
+        parts += ["", "### The search's share: the length penalty tuned on dev", "",
+                  "The protocol tests with beam 5 and length penalty α = 0.6 (the headline everywhere above). After "
+                  "that test, each cell decoded dev with the same beam at each α, kept the α with the best dev BLEU "
+                  "and tested with it too: test BLEU with the protocol's α → with the chosen one, overall and in "
+                  "the buckets beyond 30 words, and the output's length over the reference's.", "",
+                  searched]  # fmt: skip
     dev = dev_table(out, cells)
     if dev:
         parts += ["", "## Dev: the last and the best validation, and the attention's saturation", "",
