@@ -32,7 +32,7 @@ import torch
 
 from seq2seq_attn.metrics import DEFAULT_BUCKETS, SATURATED, bucket_index, buckets, title
 from seq2seq_attn.plots import curve_styles, legend_below
-from seq2seq_attn.results import LENGTH_PENALTY, TRANSLATIONS, VAL_HISTORY, plain, read_jsonl_gz, write_csv
+from seq2seq_attn.results import LENGTH_PENALTY, TRANSLATIONS, VAL_HISTORY, plain, read_json, read_jsonl_gz, write_csv
 from seq2seq_attn.stats import (
     BLEU_FACTORS,
     NO_INTERVAL,
@@ -387,14 +387,14 @@ def length_penalty_table(out: Path, cells: pd.DataFrame) -> str:
     for _, cell in cells.sort_values(["model", "seed"], key=lambda c: c.astype(str)).iterrows():
         path = out / "cells" / cell.cell / LENGTH_PENALTY
         if path.is_file():
-            records[(cell.model, cell.seed, cell.cell)] = json.loads(path.read_text())
+            records[(cell.model, cell.seed, cell.cell)] = read_json(path)
     if not records:
         return ""
     long = [b for b in buckets(DEFAULT_BUCKETS) if b.lo > 30 and (b.hi or 61) <= 50]
     head = ["model", "seed", "dev BLEU per α", "α chosen", "test BLEU", *(f"{b.label}" for b in long), "length"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for (model, seed, name), record in records.items():
-        tested = json.loads((out / "cells" / name / "test_results.json").read_text())
+        tested = read_json(out / "cells" / name / "test_results.json")
         before = {"all": tested["overall"], **{b["bucket"]: b for b in tested["buckets"]}}
         after = {"all": record["test"]["overall"], **{b["bucket"]: b for b in record["test"]["buckets"]}}
         dev = ", ".join(f"{d['alpha']:g}: {d['bleu']:.1f}" for d in record["dev"])
