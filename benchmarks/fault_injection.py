@@ -104,6 +104,7 @@ def outcome(folder: Path) -> dict:
         "steps": result["steps"],
         "best_step": result["best_step"],
         "validations": [(h["step"], h["overall"]) for h in history],
+        "clock runs forward": all(a["seconds"] < b["seconds"] for a, b in zip(history, history[1:])),
         "test": (result["overall"], result["buckets"]),
         "length_penalty": {k: v for k, v in result["length_penalty"].items() if k != "seconds"},
         "translations": translations,

@@ -174,9 +174,11 @@ class ConfigCheck(Seq2SeqCLI):
     every mistake ``fit`` would report before training (a typo key, an impossible model) in a second."""
 
     def instantiate_trainer(self, **kwargs) -> None:
-        """No Trainer, but its callbacks checked against the model, as ``fit`` checks them."""
-        callbacks = self._get(self.config_init, "trainer", default={}).get("callbacks") or []
+        """No Trainer, but its callbacks and plugins checked as ``fit`` checks them."""
+        trainer = self._get(self.config_init, "trainer", default={})
+        callbacks = trainer.get("callbacks") or []
         self.model.check_callbacks(callbacks if isinstance(callbacks, list) else [callbacks])
+        with_safe_checkpoint_io(trainer.get("plugins"))
         return None
 
     def _set_seed(self) -> None:  # nothing runs: leave the process's random state (and the console) alone

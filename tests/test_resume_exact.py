@@ -122,6 +122,9 @@ def test_the_dry_run_rejects_the_coverage_schedule_under_early_stopping(tmp_path
     with pytest.raises(ConfigError, match="coverage_loss_from 0.5 is a share of a fixed budget"):
         check_config([*TOY, *stopping(), *coverage])
     check_config([*TOY, *coverage])  # without early stopping it is a valid schedule
+    plugin = json.dumps({"class_path": "pytorch_lightning.plugins.io.TorchCheckpointIO"})
+    with pytest.raises(ConfigError, match="trainer.plugins sets its own checkpoint IO"):
+        check_config([*TOY, "--trainer.plugins", plugin])
 
 
 def test_a_typo_under_data_init_args_names_the_key_and_the_closest_ones(tmp_path):
