@@ -26,12 +26,14 @@ def decode_split(trainer: "pl.Trainer", module: "pl.LightningModule", split: str
     evaluation = Evaluation(module.trg_vocab, module.src_vocab, split, datamodule.text_source(), 0)
     training = module.training
     module.eval()
-    with torch.inference_mode(), trainer.precision_plugin.forward_context():
-        for batch in datamodule.loader(split):
-            batch = module.transfer_batch_to_device(batch, module.device, 0)
-            hyp = module.decode(batch, module.hparams.beam_size, alpha)
-            evaluation.add_hypotheses(batch.index.tolist(), hyp.to_lists())
-    module.train(training)
+    try:
+        with torch.inference_mode(), trainer.precision_plugin.forward_context():
+            for batch in datamodule.loader(split):
+                batch = module.transfer_batch_to_device(batch, module.device, 0)
+                hyp = module.decode(batch, module.hparams.beam_size, alpha)
+                evaluation.add_hypotheses(batch.index.tolist(), hyp.to_lists())
+    finally:  # the module's mode as it was, also when decoding fails
+        module.train(training)
     return evaluation.translations()
 
 

@@ -390,7 +390,7 @@ def length_penalty_table(out: Path, cells: pd.DataFrame) -> str:
             records[(cell.model, cell.seed, cell.cell)] = read_json(path)
     if not records:
         return ""
-    long = [b for b in buckets(DEFAULT_BUCKETS) if b.lo > 30 and (b.hi or 61) <= 50]
+    long = [b for b in buckets(DEFAULT_BUCKETS) if b.lo > 30 and b.hi is not None and b.hi <= 50]  # 31-40, 41-50
     head = ["model", "seed", "dev BLEU per α", "α chosen", "test BLEU", *(f"{b.label}" for b in long), "length"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for (model, seed, name), record in records.items():
