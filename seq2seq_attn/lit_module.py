@@ -151,7 +151,8 @@ class Seq2SeqLitModule(pl.LightningModule):
             learned positions).
         arch: ``rnn`` (the encoder-decoders above) or ``transformer`` (Vaswani et al. 2017: ``emb_size`` is
             its model size, ``num_layers`` its layers per side, ``heads`` its heads; ``ffn_size``,
-            ``positions`` sinusoidal/learned, ``norm`` pre/post, ``tie_embeddings``; no flow or attention).
+            ``positions`` sinusoidal/learned (absolute) or rotary (relative, Su et al. 2021), ``norm``
+            pre/post, ``tie_embeddings``; no flow or attention).
         scheduler, warmup_steps: ``cosine`` or ``inverse_sqrt`` after a linear warm-up (``plateau``: halve
             the lr when val/loss stalls).
         param_init: if > 0, every parameter starts uniform in ``±param_init``

@@ -11,7 +11,7 @@ from seq2seq_attn.optim import lr_factor
 from seq2seq_attn.quantize import int8_copy
 from seq2seq_attn.search import SearchSettings, beam_search, greedy_search, search
 
-VARIANTS = [("pre", "sinusoidal", False), ("post", "learned", True)]
+VARIANTS = [("pre", "sinusoidal", False), ("post", "learned", True), ("pre", "rotary", False)]
 
 
 def tiny(norm="pre", positions="sinusoidal", tie=False, layers=2):

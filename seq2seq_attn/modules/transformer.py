@@ -21,6 +21,7 @@ from torch import Tensor, nn
 
 from seq2seq_attn.errors import ConfigError
 from seq2seq_attn.modules.dropout import Dropout
+from seq2seq_attn.modules.rotary import Rotary
 from seq2seq_attn.modules.seq2seq import Seq2SeqOutput, StepResult
 
 
@@ -57,39 +58,53 @@ def sinusoids(positions: int, size: int) -> Tensor:
     return table
 
 
+POSITIONS = ("learned", "rotary", "sinusoidal")
+
+
 class Embedding(nn.Module):
     """Token embedding × sqrt(d) + position (sinusoidal, or learned up to ``max_positions``; later
-    positions reuse the last learned one), then dropout."""
+    positions reuse the last learned one; none with ``rotary``, whose positions enter self-attention),
+    then dropout."""
 
     def __init__(self, vocab: int, size: int, positions: str, max_positions: int, dropout: float, pad_id: int):
         super().__init__()
         self.tokens = nn.Embedding(vocab, size, padding_idx=pad_id)
         nn.init.normal_(self.tokens.weight, std=size**-0.5)
         self.learned = nn.Embedding(max_positions, size) if positions == "learned" else None
-        self.register_buffer("table", sinusoids(4096, size), persistent=False)
+        self.register_buffer("table", sinusoids(4096, size) if positions == "sinusoidal" else None, persistent=False)
         self.scale, self.dropout = math.sqrt(size), Dropout(dropout)
 
     def forward(self, tokens: Tensor, start: int = 0) -> Tensor:
         """Args: tokens ``(B, T)`` at positions ``start..start+T-1``. Returns ``(B, T, d)``."""
+        x = self.tokens(tokens) * self.scale  # (B, T, d)
         where = torch.arange(start, start + tokens.size(1), device=tokens.device)  # (T,)
         if self.learned is not None:
-            position = self.learned(where.clamp(max=self.learned.num_embeddings - 1))  # (T, d)
-        else:
-            position = self.table[where]  # (T, d)
-        return self.dropout(self.tokens(tokens) * self.scale + position)
+            x = x + self.learned(where.clamp(max=self.learned.num_embeddings - 1))  # (T, d) broadcast
+        elif self.table is not None:
+            x = x + self.table[where]  # (T, d) broadcast
+        return self.dropout(x)
 
 
 class MultiHead(nn.Module):
-    """Multi-head scaled dot-product attention; ``need_weights`` also returns the mean over heads."""
+    """Multi-head scaled dot-product attention; ``need_weights`` also returns the mean over heads.
+    ``rotary`` (self-attention only) rotates queries and keys by their positions."""
 
-    def __init__(self, size: int, heads: int, dropout: float) -> None:
+    def __init__(self, size: int, heads: int, dropout: float, rotary: Optional[Rotary] = None) -> None:
         super().__init__()
-        self.heads, self.dropout = heads, dropout
+        self.heads, self.dropout, self.rotary = heads, dropout, rotary
         self.query, self.key, self.value, self.out = (nn.Linear(size, size) for _ in range(4))
 
     def split(self, x: Tensor) -> Tensor:
         """``(B, N, d) -> (B, h, N, d_h)``."""
         return x.view(x.size(0), x.size(1), self.heads, -1).transpose(1, 2)
+
+    def project(self, h: Tensor, start: int = 0) -> tuple[Tensor, Tensor, Tensor]:
+        """Self-attention's queries, keys and values of ``h`` ``(B, N, d)`` at positions ``start..``:
+        three ``(B, h, N, d_h)``, queries and keys rotated where positions are rotary."""
+        q, k, v = self.split(self.query(h)), self.split(self.key(h)), self.split(self.value(h))
+        if self.rotary is not None:
+            q, k = self.rotary(q, start), self.rotary(k, start)
+        return q, k, v
 
     def forward(self, q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], need_weights: bool = False):
         """Args: q ``(B, h, T, d_h)``, k/v ``(B, h, N, d_h)``, mask ``(B, 1, T|1, N)`` bool (True = may attend).
@@ -124,9 +139,9 @@ class Sublayer(nn.Module):
 
 
 class EncoderLayer(nn.Module):
-    def __init__(self, size: int, heads: int, ffn: int, norm: str, dropout: float) -> None:
+    def __init__(self, size: int, heads: int, ffn: int, norm: str, dropout: float, rotary: Optional[Rotary]):
         super().__init__()
-        self.attention, self.ffn = MultiHead(size, heads, dropout), FeedForward(size, ffn, dropout)
+        self.attention, self.ffn = MultiHead(size, heads, dropout, rotary), FeedForward(size, ffn, dropout)
         self.sub_attention, self.sub_ffn = Sublayer(size, norm, dropout), Sublayer(size, norm, dropout)
 
     def forward(self, x: Tensor, mask: Tensor) -> Tensor:
@@ -134,16 +149,16 @@ class EncoderLayer(nn.Module):
         att = self.attention
 
         def attend(h: Tensor):
-            return att(att.split(att.query(h)), att.split(att.key(h)), att.split(att.value(h)), mask)
+            return att(*att.project(h), mask)
 
         x, _ = self.sub_attention(x, attend)
         return self.sub_ffn(x, lambda h: (self.ffn(h), None))[0]
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, size: int, heads: int, ffn: int, norm: str, dropout: float) -> None:
+    def __init__(self, size: int, heads: int, ffn: int, norm: str, dropout: float, rotary: Optional[Rotary]):
         super().__init__()
-        self.self_attention, self.cross = MultiHead(size, heads, dropout), MultiHead(size, heads, dropout)
+        self.self_attention, self.cross = MultiHead(size, heads, dropout, rotary), MultiHead(size, heads, dropout)
         self.ffn = FeedForward(size, ffn, dropout)
         self.subs = nn.ModuleList(Sublayer(size, norm, dropout) for _ in range(3))
 
@@ -153,9 +168,9 @@ class DecoderLayer(nn.Module):
         att, keys = self.self_attention, {}
 
         def self_attend(h: Tensor):
-            keys["k"] = torch.cat([past_k, att.split(att.key(h))], dim=2)  # (B, h, t+T, d_h)
-            keys["v"] = torch.cat([past_v, att.split(att.value(h))], dim=2)
-            return att(att.split(att.query(h)), keys["k"], keys["v"], causal)
+            q, k, v = att.project(h, start=past_k.size(2))  # (B, h, T, d_h) each, at positions t..t+T-1
+            keys["k"], keys["v"] = torch.cat([past_k, k], dim=2), torch.cat([past_v, v], dim=2)  # (B, h, t+T, d_h)
+            return att(q, keys["k"], keys["v"], causal)
 
         x, _ = self.subs[0](x, self_attend)
         cross = self.cross
@@ -168,8 +183,9 @@ class DecoderLayer(nn.Module):
 
 class Transformer(nn.Module):
     """Encoder-decoder Transformer. Args: sizes d (``size``), heads, layers (each side), ffn; positions
-    ``sinusoidal`` or ``learned``; norm ``pre`` or ``post``; tie: the output layer shares the target
-    embeddings."""
+    ``sinusoidal`` or ``learned`` (absolute, added to the embeddings) or ``rotary`` (relative, in encoder
+    and decoder self-attention; cross-attention has no positions); norm ``pre`` or ``post``; tie: the
+    output layer shares the target embeddings."""
 
     def __init__(self, src_vocab: int, trg_vocab: int, size: int = 256, heads: int = 4, layers: int = 3,
                  ffn: int = 1024, dropout: float = 0.1, positions: str = "sinusoidal", norm: str = "pre",
@@ -178,8 +194,9 @@ class Transformer(nn.Module):
         self.heads, self.pre = heads, norm == "pre"
         self.src_embed = Embedding(src_vocab, size, positions, max_positions, dropout, pad_id)
         self.trg_embed = Embedding(trg_vocab, size, positions, max_positions, dropout, pad_id)
-        self.encoder = nn.ModuleList(EncoderLayer(size, heads, ffn, norm, dropout) for _ in range(layers))
-        self.decoder = nn.ModuleList(DecoderLayer(size, heads, ffn, norm, dropout) for _ in range(layers))
+        rotary = Rotary(size // heads) if positions == "rotary" else None  # one table, shared by every layer
+        self.encoder = nn.ModuleList(EncoderLayer(size, heads, ffn, norm, dropout, rotary) for _ in range(layers))
+        self.decoder = nn.ModuleList(DecoderLayer(size, heads, ffn, norm, dropout, rotary) for _ in range(layers))
         self.enc_norm, self.dec_norm = (nn.LayerNorm(size) if self.pre else nn.Identity() for _ in range(2))
         self.output = nn.Linear(size, trg_vocab)
         if tie:
@@ -247,8 +264,10 @@ def build_transformer(
     """The Transformer of ``arch: transformer``, with one-line errors for impossible sizes and names."""
     if size % heads:
         raise ConfigError(f"heads ({heads}) must divide the model size emb_size ({size}) for arch 'transformer'")
-    if positions not in ("sinusoidal", "learned"):
-        raise ConfigError(f"unknown positions {positions!r}: choose one of ['learned', 'sinusoidal']")
+    if positions not in POSITIONS:
+        raise ConfigError(f"unknown positions {positions!r}: choose one of {list(POSITIONS)}")
+    if positions == "rotary" and (size // heads) % 2:
+        raise ConfigError(f"rotary positions need an even head size: emb_size / heads = {size // heads}")
     if norm not in ("pre", "post"):
         raise ConfigError(f"unknown norm {norm!r}: choose one of ['post', 'pre']")
     return Transformer(src_vocab_size, trg_vocab_size, size, heads, layers, ffn_size, dropout, positions, norm,
