@@ -9,11 +9,12 @@ from typing import Callable, NamedTuple, Optional, Sequence, Union
 
 import torch
 
+from seq2seq_attn.architecture import check_same_function
 from seq2seq_attn.checkpointing import read_checkpoint
 from seq2seq_attn.data.collate import pad
 from seq2seq_attn.data.tokenizer import TextTokenizer
 from seq2seq_attn.data.vocab import PAD_ID, Vocab
-from seq2seq_attn.lit_module import Seq2SeqLitModule, check_same_function
+from seq2seq_attn.lit_module import Seq2SeqLitModule
 from seq2seq_attn.quantize import int8_copy
 from seq2seq_attn.search import SearchSettings, search
 

@@ -14,6 +14,7 @@ from typing import Optional
 
 from pytorch_lightning.cli import LightningArgumentParser, LightningCLI
 
+from seq2seq_attn.architecture import ARCHITECTURE_KEYS
 from seq2seq_attn.checkpointing import (
     BestCheckpoint,
     LastCheckpoint,
@@ -24,7 +25,7 @@ from seq2seq_attn.checkpointing import (
 from seq2seq_attn.data.datamodule import Seq2SeqDataModule, check_distributed_sampling
 from seq2seq_attn.errors import ConfigError
 from seq2seq_attn.length_penalty import LengthPenaltySearch
-from seq2seq_attn.lit_module import ARCHITECTURE_KEYS, Seq2SeqLitModule
+from seq2seq_attn.lit_module import Seq2SeqLitModule
 from seq2seq_attn.loggers import WandbConfig, finish_wandb, make_wandb_logger
 from seq2seq_attn.trainer import Trainer
 from seq2seq_attn.wandb_reports import WandbReports

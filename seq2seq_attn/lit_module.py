@@ -1,8 +1,9 @@
-"""Seq2SeqLitModule: loss, decoding metrics, per-length evaluation, logging.
+"""Seq2SeqLitModule: the model's hyperparameters, training, and what a checkpoint carries.
 
-The model parts (``seq2seq_attn/modules``) take tensors; this module, the training
-loss (:mod:`seq2seq_attn.loss`) and the evaluation records
-(:mod:`seq2seq_attn.evaluation`) read them out of a
+The network is built from the hyperparameters by :mod:`seq2seq_attn.architecture`; validation, test and
+predict are :class:`~seq2seq_attn.lit_evaluation.EvaluationSteps`, which this class extends. The model
+parts (``seq2seq_attn/modules``) take tensors; this module, the training loss (:mod:`seq2seq_attn.loss`)
+and the evaluation records (:mod:`seq2seq_attn.evaluation`) read them out of a
 :class:`~seq2seq_attn.data.collate.Batch`.
 """
 
@@ -10,116 +11,22 @@ import time
 from pathlib import Path
 from typing import Any, Literal, Optional
 
-import pytorch_lightning as pl
 import torch
 from jsonargparse.typing import NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
 from pytorch_lightning.callbacks import EarlyStopping
 
+from seq2seq_attn.architecture import ARCHITECTURE_KEYS, build_model, check_same_function, init_uniform
 from seq2seq_attn.data.collate import Batch
-from seq2seq_attn.data.datamodule import Seq2SeqDataModule
-from seq2seq_attn.data.vocab import PAD_ID, Vocab
+from seq2seq_attn.data.vocab import Vocab
 from seq2seq_attn.errors import ConfigError
-from seq2seq_attn.evaluation import Evaluation, all_gather
+from seq2seq_attn.lit_evaluation import EvaluationSteps
 from seq2seq_attn.loss import token_loss
-from seq2seq_attn.metrics import (
-    DEFAULT_BUCKETS,
-    METRICS,
-    format_table,
-    metric_info,
-    metric_items,
-    sacrebleu_signature,
-)
-from seq2seq_attn.modules import build_seq2seq
-from seq2seq_attn.modules.transformer import build_transformer
+from seq2seq_attn.metrics import DEFAULT_BUCKETS
 from seq2seq_attn.optim import adam, lr_factor
-from seq2seq_attn.results import (
-    TRANSLATIONS,
-    VAL_HISTORY,
-    append_jsonl,
-    environment_info,
-    keep_history_until,
-    write_json,
-    write_jsonl_gz,
-    write_test_results,
-)
-from seq2seq_attn.search import Hypotheses, SearchSettings, search
+from seq2seq_attn.results import VAL_HISTORY, environment_info, keep_history_until, write_json
 
 
-@torch.no_grad()
-def init_uniform(model: torch.nn.Module, bound: float) -> None:
-    """Every parameter uniform in ``±bound``; embedding rows of the padding token stay zero."""
-    for parameter in model.parameters():
-        parameter.uniform_(-bound, bound)
-    for module in model.modules():
-        if isinstance(module, torch.nn.Embedding) and module.padding_idx is not None:
-            module.weight[module.padding_idx].zero_()
-
-
-# hyperparameters that change the network's shape or function: a checkpoint must match them; the model is
-# built from them
-ARCHITECTURE_KEYS = (
-    "src_vocab_size",
-    "trg_vocab_size",
-    "attention",
-    "flow",
-    "input_feed",
-    "cell",
-    "emb_size",
-    "hidden_size",
-    "dec_hidden_size",
-    "num_layers",
-    "bidirectional",
-    "attn_size",
-    "alignment",
-    "window",
-    "heads",
-    "coverage",
-    "max_source_length",
-    "score_scale",
-    "arch",
-    "ffn_size",
-    "positions",
-    "norm",
-    "tie_embeddings",
-)
-# the Transformer's own shape, beside the shared emb_size (its model size), num_layers, heads, vocab sizes
-TRANSFORMER_KEYS = ("ffn_size", "positions", "norm", "tie_embeddings")
-
-
-def build_model(hp: dict) -> torch.nn.Module:
-    """The network the hyperparameters describe: an RNN encoder-decoder or a Transformer."""
-    if hp["arch"] == "transformer":
-        given = {k: hp[k] for k in ("flow", "attention") if hp[k] is not None}
-        if given:
-            raise ConfigError(
-                f"arch 'transformer' takes no {' or '.join(given)} (got {given}): set model.flow and "
-                "model.attention to null; its attention is multi-head, set by model.heads"
-            )
-        sizes = {k: hp[k] for k in TRANSFORMER_KEYS}
-        return build_transformer(hp["src_vocab_size"], hp["trg_vocab_size"], size=hp["emb_size"], heads=hp["heads"],
-                                 layers=hp["num_layers"], dropout=hp["dropout"], max_positions=hp["max_source_length"],
-                                 pad_id=PAD_ID, **sizes)  # fmt: skip
-    if hp["arch"] != "rnn":
-        raise ConfigError(f"unknown arch {hp['arch']!r}: choose one of ['rnn', 'transformer']")
-    if hp["flow"] is None or hp["attention"] is None:
-        raise ConfigError("arch 'rnn' needs a flow and an attention (e.g. flow bahdanau, attention additive)")
-    keys = [k for k in ARCHITECTURE_KEYS if k not in ("arch", *TRANSFORMER_KEYS)]
-    return build_seq2seq(**{k: hp[k] for k in keys}, dropout=hp["dropout"], pad_id=PAD_ID)
-
-
-def check_same_function(saved: dict) -> None:
-    """One line for a checkpoint whose weights this code would read with another function than the one they
-    were trained with (a silent change of what the model computes). Args: its saved hyperparameters."""
-    # local-p's centre became (S_x - 1) sigmoid(.) (it could fall one past the last word) in the same change
-    # that added score_scale, so a local-p checkpoint without score_scale was trained with the old centre
-    if saved.get("alignment") == "local-p" and "score_scale" not in saved:
-        raise ConfigError(
-            "checkpoint has local-p attention trained when its centre p_t could reach one past the last word; "
-            "p_t is now bounded by S - 1, which moves the window it was trained with: train the model again"
-        )
-
-
-class Seq2SeqLitModule(pl.LightningModule):
+class Seq2SeqLitModule(EvaluationSteps):
     """An attentional (or bottleneck) RNN encoder-decoder trained with cross-entropy.
 
     Args:
@@ -220,10 +127,6 @@ class Seq2SeqLitModule(pl.LightningModule):
         self.model = build_model(self.hparams)
         if param_init > 0:
             init_uniform(self.model, param_init)
-        self.src_vocab: Optional[Vocab] = None
-        self.trg_vocab: Optional[Vocab] = None
-        self._evaluation = Evaluation(None)
-        self._predictions: list[tuple[int, str]] = []
         self.tokenizers: Optional[dict[str, str]] = None  # JSON of the text tokenizers, if any
         self._fit_started: Optional[float] = None
         self._seconds_before = 0.0  # training seconds of the earlier attempts of a resumed fit (checkpointed)
@@ -231,11 +134,6 @@ class Seq2SeqLitModule(pl.LightningModule):
         self._coverage_from = 0  # the update the coverage loss starts at (set when training starts)
 
     # -- vocabulary travels with the checkpoint ---------------------------------
-    def datamodule(self) -> Optional[Seq2SeqDataModule]:
-        """The trainer's data module when it is one of this package's (else None: plain dataloaders)."""
-        datamodule = getattr(self.trainer, "datamodule", None)
-        return datamodule if isinstance(datamodule, Seq2SeqDataModule) else None
-
     def setup(self, stage: str) -> None:
         datamodule = self.datamodule()
         if datamodule is not None:
@@ -334,112 +232,6 @@ class Seq2SeqLitModule(pl.LightningModule):
             )
         self.log("train/loss", loss, prog_bar=True, batch_size=len(batch))
         return loss
-
-    def decode(self, batch: Batch, beam_size: int = 1, alpha: Optional[float] = None) -> Hypotheses:
-        """Search with the model's settings; ``alpha`` (the length penalty) None: ``hparams.alpha``."""
-        hp = self.hparams
-        alpha = hp.alpha if alpha is None else alpha
-        settings = SearchSettings(beam_size, alpha, hp.max_len_a, hp.max_len_b, coverage_penalty=hp.coverage_penalty)
-        return search(self.model, batch.src, batch.src_lengths, settings)
-
-    # -- validation and test: overall and per source-length bucket ------------------
-    def _start_evaluation(self, split: str) -> None:
-        text = self.datamodule().text_source() if self.datamodule() is not None else None
-        examples = self.hparams.attention_examples
-        self._evaluation = Evaluation(self.trg_vocab, self.src_vocab, split, text, examples)
-
-    def _evaluate(self, batch: Batch, decode: bool, beam_size: int) -> None:
-        out = self.model(batch.src, batch.src_lengths, batch.trg_in)  # teacher-forced logits (B, T, V)
-        hyp = self.decode(batch, beam_size) if decode else None
-        self._evaluation.add(batch, out.logits, out.weights, hyp, out.energies)
-
-    def on_validation_epoch_start(self) -> None:
-        self._start_evaluation("val")
-
-    def validation_step(self, batch: Batch, batch_idx: int) -> None:
-        limit = self.hparams.val_decode_limit // self.trainer.world_size  # shared across DDP processes
-        self._evaluate(batch, self._evaluation.decoded < limit, beam_size=1)
-
-    def on_validation_epoch_end(self) -> None:
-        self._evaluation.merge_ranks()  # every process now holds the whole split: same metrics everywhere
-        metrics, buckets = self._evaluation.summary(self.hparams.test_buckets)
-        for name, value in metric_items(metrics):
-            info = metric_info(name)
-            self.log(f"val/{name}", value, prog_bar=bool(info and info.progress_bar), sync_dist=True)
-        headline = next((m for m in ("bleu", "exact_match") if m in metrics), None)
-        for row in buckets if headline else []:  # how quality per length evolves (W&B draws these)
-            if headline in row:
-                self.log(f"val_{headline}_by_length/{row['bucket']}", row[headline], sync_dist=True)
-        if not self.trainer.sanity_checking:
-            self._write_validation_history(metrics, buckets)
-
-    def _write_validation_history(self, overall: dict, buckets: list[dict]) -> None:
-        """One line per validation in ``val_history.jsonl``: step, training seconds, overall and per bucket."""
-        folder = Path(self.trainer.log_dir or self.trainer.default_root_dir)  # a collective: every process asks
-        if self.trainer.is_global_zero:
-            record = {"step": self.global_step, "epoch": self.current_epoch, "seconds": self.fit_seconds()}
-            append_jsonl(folder / VAL_HISTORY, {**record, "overall": overall, "buckets": buckets})
-
-    def on_test_epoch_start(self) -> None:
-        self._start_evaluation("test")
-
-    def test_step(self, batch: Batch, batch_idx: int) -> None:
-        self._evaluate(batch, decode=True, beam_size=self.hparams.beam_size)
-
-    def on_test_epoch_end(self) -> None:
-        self._evaluation.merge_ranks()
-        overall, buckets = self._evaluation.summary(self.hparams.test_buckets)
-        for name, value in metric_items(overall):
-            self.log(f"test/{name}", value, sync_dist=True)
-        self.test_results = {"overall": overall, "buckets": buckets}
-        folder = self.results_dir()  # on every process: it may ask trainer.log_dir, a collective
-        if self.trainer.is_global_zero:
-            meta = {k: self.hparams[k] for k in ARCHITECTURE_KEYS if k in self.hparams}
-            meta.update(beam_size=self.hparams.beam_size, alpha=self.hparams.alpha)
-            meta["train_max_length"] = self.datamodule().train_max_length if self.datamodule() else None
-            if "bleu" in overall:
-                meta["sacrebleu"] = sacrebleu_signature()
-            path = write_test_results(folder, overall, buckets, meta)
-            write_json(folder / "test_attention.json", self.attention_maps())
-            if translations := self._evaluation.translations():  # real text: what the statistics need
-                write_jsonl_gz(folder / TRANSLATIONS, translations)
-            columns = [m.name for m in METRICS.values() if m.per_bucket and m.name in overall]
-            print(f"\nTest results per source length (written to {path}):")
-            print(format_table([{"bucket": "all", **overall}, *buckets], columns))
-
-    def attention_maps(self) -> list[dict]:
-        """The attention maps kept by the last validation or test pass (see :class:`Evaluation`)."""
-        return self._evaluation.sorted_attention_maps()
-
-    def results_dir(self) -> Path:
-        """The run folder of the checkpoint being evaluated, else this run's log folder."""
-        ckpt = self.trainer.ckpt_path
-        if ckpt and Path(ckpt).parent.name == "checkpoints":
-            return Path(ckpt).parent.parent
-        return Path(self.trainer.log_dir or self.trainer.default_root_dir)
-
-    # -- predict: translations in dataset order ---------------------------------
-    def on_predict_epoch_start(self) -> None:
-        self._predictions = []
-
-    def predict_step(self, batch: Batch, batch_idx: int) -> list[str]:
-        hyp = self.decode(batch, self.hparams.beam_size).to_lists()
-        if self.trg_vocab is None:  # no vocabulary: the ids themselves
-            lines = [" ".join(map(str, h)) for h in hyp]
-        else:  # as text: a subword model's pieces joined back into words
-            detokenize = self.datamodule().detokenize if self.datamodule() else " ".join
-            lines = [self.trg_vocab.to_text(h, detokenize) for h in hyp]
-        self._predictions.extend(zip(batch.index.tolist(), lines))
-        return lines
-
-    def on_predict_epoch_end(self) -> None:
-        by_index = {i: line for part in all_gather(self._predictions) for i, line in part}  # DDP: each once
-        lines = [by_index[i] for i in sorted(by_index)]
-        path = self.results_dir() / "predictions.txt"  # on every process (see on_test_epoch_end)
-        if self.trainer.is_global_zero:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
-            print(f"wrote {len(lines)} predictions to {path}")
 
     # -- optimisation -------------------------------------------------------------
     def configure_optimizers(self):
