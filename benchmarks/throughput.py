@@ -3,7 +3,7 @@
     python benchmarks/throughput.py [--variants quick|all] [--precisions 32 bf16 bf16-compute] [--steps 320]
         [--json FILE]
 
-The shared model of the peer comparison (docs/performance.md): Multi30k de->en, word vocabularies of up to
+The shared model of the peer comparison (docs/measurements/peers.md): Multi30k de->en, word vocabularies of up to
 8000 per side (min frequency 2), embeddings 256, biGRU 256 per direction, GRU decoder 512,
 dropout 0.2, Adam 1e-3, gradient-norm clip 5, 64 sentences per batch, 2 threads, CPU.
 

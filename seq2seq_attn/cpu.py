@@ -36,7 +36,7 @@ batches give a new shape for nearly every (batch, length) pair, so under bf16 tr
 and the process grew by hundreds of megabytes (Luong general + feeding, 160 updates, peak RSS 1,556 MB in
 bf16 against 860 MB in fp32). :func:`bound_onednn_cache` sets ``ONEDNN_PRIMITIVE_CACHE_CAPACITY`` to
 :data:`ONEDNN_CACHE` unless it is set already: 1,104 MB at the same speed (capacity 0, no cache: 1,282 MB
-and 36% slower; ``docs/performance.md``). oneDNN reads the variable once, at its first primitive, so
+and 36% slower; ``docs/measurements/bf16_training.md``). oneDNN reads the variable once, at its first primitive, so
 this too must come before any bf16 work.
 
 **ideep's cache.** PyTorch reaches oneDNN through ideep, which keeps its own cache of prepared
@@ -59,7 +59,7 @@ M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt parameters (malloc.h)
 MMAP_THRESHOLD, TRIM_THRESHOLD = 64 << 20, 256 << 20
 ONEDNN_CACHE = 64  # oneDNN primitives kept (its default: 1,024)
 # computations kept by ideep, PyTorch's layer over oneDNN (LRU_CACHE_CAPACITY; default 1,024): 16 trained as fast
-# as 64 and in less memory in two runs each (docs/performance.md)
+# as 64 and in less memory in two runs each (docs/measurements/bf16_training.md)
 IDEEP_CACHE = 16
 
 

@@ -14,8 +14,8 @@ the library's kernels deliver differ, so the choice rests on a measurement:
 * :func:`training_precision` picks ``bf16-mixed`` where bf16 runs >= :data:`BF16_SPEEDUP` x fp32 and
   ``32-true`` elsewhere, and says why; the run folder records it (``precision.json``);
 * :func:`decoding_precision` picks the fastest of fp32, bf16 and int8 for ``translate`` and
-  ``evaluate`` on CPU. int8 decoding matched fp32's BLEU within 0.35 on the measured Multi30k models
-  (``docs/performance.md``), so the fastest is taken as equal in quality.
+  ``evaluate`` on CPU. int8 decoding matched fp32's BLEU within 0.42 on the measured Multi30k models
+  (``docs/measurements/peers.md``), so the fastest is taken as equal in quality.
 
 Training precisions: ``32-true``; Lightning's ``bf16-mixed`` (autocast: each matrix product casts its
 fp32 inputs, and keeps fp32 activations for backward wherever an op is not on autocast's bf16 list);
@@ -51,7 +51,7 @@ BF16_SPEEDUP = 2.0  # bf16 training where bf16 GEMMs run at least this many time
 SHAPES = ((64, 512, 1536), (896, 512, 8000), (1024, 512, 1536))
 TRAINING_CHOICES = ("32-true", "bf16-mixed", "bf16-compute")
 # what ``auto`` trains in where bf16 pays: bf16-mixed and bf16-compute trained level within run-to-run
-# noise (benchmarks/throughput.py, docs/performance.md), and bf16-mixed is Lightning's own
+# noise (benchmarks/throughput.py, docs/measurements/bf16_training.md), and bf16-mixed is Lightning's own
 BF16_TRAINING = "bf16-mixed"
 DECODING_CHOICES = ("fp32", "bf16", "int8")
 

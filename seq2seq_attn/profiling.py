@@ -1,6 +1,6 @@
 """Measuring speed: FLOP rates, this machine's GEMM rates, and the reference model the benchmarks share.
 
-The reference model is the size of the peer comparison (``docs/performance.md``): embeddings 256,
+The reference model is the size of the peer comparison (``docs/measurements/peers.md``): embeddings 256,
 bidirectional GRU 256 per direction, GRU decoder 512 (= 2 x 256, so ``dot`` fits too), dropout 0.2,
 Adam 1e-3 built as the Lightning module builds it.
 """

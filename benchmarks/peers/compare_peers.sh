@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Ours vs Joey NMT 2.3.0 and OpenNMT-py 3.5.1 on the shared Multi30k model, one after another, in one
-# invocation; prints the target ratios of docs/performance.md. Never run anything else on the machine meanwhile.
+# invocation; prints the target ratios of docs/measurements/peers.md. Never run anything else on the machine meanwhile.
 #
 #   bash benchmarks/peers/compare_peers.sh                 # throughput + peak RSS (about 25 min on 2 cores)
 #   BUDGET_MIN=10 bash benchmarks/peers/compare_peers.sh bleu   # + equal-budget training, decoding and BLEU
