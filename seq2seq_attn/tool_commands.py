@@ -115,7 +115,24 @@ def report_command(argv: list[str]) -> None:
     parser.add_argument(
         "--metric", help="metric of the main table and plot (default: the grid's `metric:`, else exact_match)"
     )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing: rebuild the report in a scratch folder and fail if a committed file no longer matches",
+    )
     args = parser.parse_args(argv)
+    if args.check:
+        from seq2seq_attn.ablation.check import report_drift
+
+        if not (Path(args.dir) / "cells").is_dir():
+            raise ConfigError(f"--check needs the cells the report is drawn from: no {args.dir}/cells")
+        drift = report_drift(Path(args.dir))
+        if drift:
+            raise ConfigError(
+                f"{args.dir}: {'; '.join(drift)}: run `seq2seq-attn report {args.dir}` and commit what it writes"
+            )
+        print(f"{args.dir}: the committed report is the one its cells give")
+        return
     if args.runs:
         if not Path(args.runs).is_dir():
             raise ConfigError(f"--runs {args.runs}: not a folder; pass the folder your runs are in, e.g. runs")
