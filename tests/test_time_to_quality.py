@@ -1,0 +1,44 @@
+"""benchmarks/time_to_quality.py: the target from the reference cells, the first validation that reaches it."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "time_to_quality.py"
+
+
+def cell(folder: Path, bleus: list[float], test_bleu: float, precision: str = "bf16-mixed") -> Path:
+    folder.mkdir(parents=True)
+    lines = [{"step": 400 * (i + 1), "seconds": 300.0 * (i + 1), "overall": {"bleu": b}} for i, b in enumerate(bleus)]
+    (folder / "val_history.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    (folder / "result.json").write_text(json.dumps({"precision": precision, "stopped_by": "patience"}))
+    (folder / "test_results.json").write_text(json.dumps({"overall": {"bleu": test_bleu}}))
+    return folder
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True)
+
+
+def test_minutes_to_the_reference_best_less_half_a_bleu(tmp_path):
+    a = cell(tmp_path / "a", [10.0, 15.0, 17.0, 18.0, 17.5], 19.0)  # best 18.0
+    b = cell(tmp_path / "b", [11.0, 16.0, 17.9, 19.0, 18.0], 19.5)  # best 19.0: target (18 + 19) / 2 - 0.5 = 18.0
+    fast = cell(tmp_path / "fast", [14.0, 18.2, 18.1], 19.2, precision="32-true")
+    slow = cell(tmp_path / "slow", [9.0, 12.0, 17.99], 17.0)
+    out = run("--reference", str(a), str(b), "--cells", str(a), str(b), str(fast), str(slow),
+              "--json", str(tmp_path / "t.json"))  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    rows = {r["cell"]: r for r in json.loads((tmp_path / "t.json").read_text())["rows"]}
+    assert json.loads((tmp_path / "t.json").read_text())["target"] == 18.0
+    assert (rows["a"]["updates to target"], rows["a"]["minutes to target"]) == (1600, 20.0)
+    assert (rows["b"]["updates to target"], rows["b"]["minutes to target"]) == (1600, 20.0)
+    assert (rows["fast"]["updates to target"], rows["fast"]["minutes to target"]) == (800, 10.0)
+    assert rows["slow"]["minutes to target"] is None and "not reached" in out.stdout
+    assert rows["fast"]["precision"] == "32-true" and rows["fast"]["test BLEU"] == 19.2
+    assert "target: dev BLEU 18.00" in out.stdout
+
+
+def test_a_folder_that_is_not_a_cell_is_named_in_one_line(tmp_path):
+    out = run("--reference", str(tmp_path), "--cells", str(tmp_path))
+    assert out.returncode != 0 and "no val_history.jsonl: pass finished cell folders" in out.stderr
