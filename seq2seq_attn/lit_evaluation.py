@@ -7,6 +7,7 @@ results and translations of a run folder, and predictions in dataset order. Trai
 contents and the optimiser are in :mod:`seq2seq_attn.lit_module`.
 """
 
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -35,6 +36,11 @@ class EvaluationSteps(pl.LightningModule):
         super().__init__()
         self._evaluation = Evaluation(None)
         self._predictions: list[tuple[int, str]] = []
+        self._validation_started = time.monotonic()
+
+    def fit_seconds(self) -> Optional[float]:
+        """Seconds of training so far, for the learning curve; None where the subclass keeps no clock."""
+        return None
 
     def datamodule(self) -> Optional[Seq2SeqDataModule]:
         """The trainer's data module when it is one of this package's (else None: plain dataloaders)."""
@@ -60,6 +66,7 @@ class EvaluationSteps(pl.LightningModule):
         self._evaluation.add(batch, out.logits, out.weights, hyp, out.energies)
 
     def on_validation_epoch_start(self) -> None:
+        self._validation_started = time.monotonic()
         self._start_evaluation("val")
 
     def validation_step(self, batch: Batch, batch_idx: int) -> None:
@@ -80,10 +87,12 @@ class EvaluationSteps(pl.LightningModule):
             self._write_validation_history(metrics, buckets)
 
     def _write_validation_history(self, overall: dict, buckets: list[dict]) -> None:
-        """One line per validation in ``val_history.jsonl``: step, training seconds, overall and per bucket."""
+        """One line per validation in ``val_history.jsonl``: step, training seconds (validations included),
+        the seconds of this validation (teacher-forced pass, greedy decoding, metrics), overall and per bucket."""
         folder = Path(self.trainer.log_dir or self.trainer.default_root_dir)  # a collective: every process asks
         if self.trainer.is_global_zero:
             record = {"step": self.global_step, "epoch": self.current_epoch, "seconds": self.fit_seconds()}
+            record["validation_seconds"] = time.monotonic() - self._validation_started
             append_jsonl(folder / VAL_HISTORY, {**record, "overall": overall, "buckets": buckets})
 
     def on_test_epoch_start(self) -> None:

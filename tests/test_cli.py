@@ -85,6 +85,7 @@ def test_short_training_reaches_exact_match_and_writes_buckets(tmp_path, capsys)
     ckpt = str(tmp_path / "checkpoints" / "best.ckpt")
     history = [json.loads(line) for line in (tmp_path / "val_history.jsonl").read_text().splitlines()]
     assert [h["epoch"] for h in history] == list(range(6)) and history[-1]["seconds"] > history[0]["seconds"]
+    assert all(0 < h["validation_seconds"] < h["seconds"] for h in history)  # what validating costs, within the clock
     assert history[-1]["overall"]["exact_match"] > history[0]["overall"]["exact_match"]  # it learned
     assert all({"lo", "hi", "loss"} <= set(b) for h in history for b in h["buckets"])
     assert any("exact_match" in b for b in history[-1]["buckets"])  # the decoded examples' buckets
