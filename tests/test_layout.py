@@ -5,8 +5,8 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "seq2seq_attn"
 # the model parts and the algorithms around them: usable in a notebook without Lightning or the CLI
-CORE = ("seq2seq_attn.modules", "seq2seq_attn.search", "seq2seq_attn.loss", "seq2seq_attn.metrics",
-        "seq2seq_attn.optim", "seq2seq_attn.quantize")  # fmt: skip
+CORE = ("seq2seq_attn.modules", "seq2seq_attn.architecture", "seq2seq_attn.search", "seq2seq_attn.loss",
+        "seq2seq_attn.metrics", "seq2seq_attn.optim", "seq2seq_attn.quantize")  # fmt: skip
 FORBIDDEN_IN_CORE = ("pytorch_lightning", "lightning", "wandb", "seq2seq_attn.cli", "seq2seq_attn.lightning_cli",
                      "seq2seq_attn.tool_commands", "seq2seq_attn.ablation", "seq2seq_attn.lit_module")  # fmt: skip
 
