@@ -22,49 +22,42 @@ import statistics
 from pathlib import Path
 from typing import Optional
 
+from seq2seq_attn.ablation.cell import RESULT
+from seq2seq_attn.ablation.length_study import read_history
 from seq2seq_attn.ablation.report import cpu_of
+from seq2seq_attn.results import VAL_HISTORY, read_json
 
 
-def history(cell: Path) -> list[dict]:
-    """The cell's validations in order: step, seconds, dev BLEU."""
-    lines = (cell / "val_history.jsonl").read_text(encoding="utf-8").splitlines()
-    rows = [json.loads(line) for line in lines if line.strip()]
-    return [
-        {"step": r["step"], "seconds": r.get("seconds"), "bleu": r["overall"]["bleu"]}
-        for r in rows
-        if "bleu" in r.get("overall", {})
-    ]
+def dev_bleu(cell: Path) -> list[dict]:
+    """The cell's validations with a dev BLEU, one per update in order (a resumed cell's repeats merged)."""
+    return [r for r in read_history(cell) if "bleu" in r.get("overall", {})]
 
 
-def best_dev_bleu(cell: Path) -> float:
-    scores = [r["bleu"] for r in history(cell)]
-    if not scores:
-        raise SystemExit(f"{cell}: no dev BLEU in val_history.jsonl: pass cells of a text corpus")
-    return max(scores)
+def best_dev_bleu(history: list[dict], cell: Path) -> float:
+    if not history:
+        raise SystemExit(f"{cell}: no dev BLEU in {VAL_HISTORY}: pass cells of a text corpus")
+    return max(r["overall"]["bleu"] for r in history)
 
 
 def target(reference: list[Path], less: float) -> float:
     """The mean over the reference cells of their best dev BLEU, less ``less``."""
-    return statistics.mean(best_dev_bleu(cell) for cell in reference) - less
-
-
-def first_reach(cell: Path, goal: float) -> Optional[dict]:
-    """The first validation whose dev BLEU is at or above ``goal``; None if none is."""
-    return next((r for r in history(cell) if r["bleu"] >= goal), None)
+    return statistics.mean(best_dev_bleu(dev_bleu(cell), cell) for cell in reference) - less
 
 
 def row(cell: Path, goal: float) -> dict:
-    result = json.loads((cell / "result.json").read_text(encoding="utf-8")) if (cell / "result.json").is_file() else {}
-    test = json.loads((cell / "test_results.json").read_text(encoding="utf-8"))["overall"]
-    reached = first_reach(cell, goal)
-    seconds = reached["seconds"] if reached else None
+    """The cell's first validation at or above ``goal`` (update and minutes; None where none is), beside its
+    best dev BLEU, test BLEU, precision and CPU."""
+    history = dev_bleu(cell)
+    result = read_json(cell / RESULT) if (cell / RESULT).is_file() else {}
+    test = read_json(cell / "test_results.json")["overall"]
+    reached: Optional[dict] = next((r for r in history if r["overall"]["bleu"] >= goal), None)
     return {
         "cell": cell.name,
         "precision": result.get("precision", "?"),
         "cpu": cpu_of(cell / "environment.json"),
         "updates to target": reached["step"] if reached else None,
-        "minutes to target": None if seconds is None else seconds / 60,
-        "best dev BLEU": best_dev_bleu(cell),
+        "minutes to target": reached["seconds"] / 60 if reached else None,
+        "best dev BLEU": best_dev_bleu(history, cell),
         "test BLEU": test.get("bleu"),
         "stopped by": result.get("stopped_by", "?"),
     }
@@ -90,8 +83,8 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the rows here")
     args = parser.parse_args()
     for cell in [*args.reference, *args.cells]:
-        if not (cell / "val_history.jsonl").is_file():
-            raise SystemExit(f"{cell}: no val_history.jsonl: pass finished cell folders (…/cells/<cell>)")
+        if not (cell / VAL_HISTORY).is_file():
+            raise SystemExit(f"{cell}: no {VAL_HISTORY}: pass finished cell folders (…/cells/<cell>)")
     goal = target(args.reference, args.less)
     rows = [row(cell, goal) for cell in args.cells]
     print(table(rows, goal))
