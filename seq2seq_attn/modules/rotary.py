@@ -12,6 +12,8 @@ cached during incremental decoding is rotated once, when its position is known.
 import torch
 from torch import Tensor, nn
 
+from seq2seq_attn.errors import ConfigError
+
 
 class Rotary(nn.Module):
     """Rotates ``(..., N, d_h)`` queries or keys at positions ``start..start+N-1``.
@@ -25,7 +27,7 @@ class Rotary(nn.Module):
     def __init__(self, size: int, base: float = 10000.0, positions: int = 1024) -> None:
         super().__init__()
         if size % 2:
-            raise ValueError(f"rotary positions need an even head size, got {size}")
+            raise ConfigError(f"rotary positions need an even head size (emb_size / heads), got {size}")
         self.size, self.base = size, base
         self._table(positions, torch.device("cpu"))
 

@@ -266,8 +266,6 @@ def build_transformer(
         raise ConfigError(f"heads ({heads}) must divide the model size emb_size ({size}) for arch 'transformer'")
     if positions not in POSITIONS:
         raise ConfigError(f"unknown positions {positions!r}: choose one of {list(POSITIONS)}")
-    if positions == "rotary" and (size // heads) % 2:
-        raise ConfigError(f"rotary positions need an even head size: emb_size / heads = {size // heads}")
     if norm not in ("pre", "post"):
         raise ConfigError(f"unknown norm {norm!r}: choose one of ['post', 'pre']")
     return Transformer(src_vocab_size, trg_vocab_size, size, heads, layers, ffn_size, dropout, positions, norm,
