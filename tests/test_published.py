@@ -9,6 +9,7 @@ import pytest
 from seq2seq_attn.ablation.check import report_drift
 from seq2seq_attn.ablation.report import write_results_csv
 from seq2seq_attn.cli import main
+from seq2seq_attn.results import TRANSLATIONS
 
 RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
 PUBLISHED = sorted(p for p in RESULTS.iterdir() if (p / "results.csv").is_file() and (p / "cells").is_dir())
@@ -28,7 +29,7 @@ def test_a_published_results_table_is_the_one_its_cells_give(folder, tmp_path):
 
 
 def has_translations(folder: Path) -> bool:
-    return any(folder.glob("cells/*/test_translations.jsonl.gz"))
+    return any(folder.glob(f"cells/*/{TRANSLATIONS}"))
 
 
 REBUILD = [
