@@ -64,3 +64,12 @@ def test_the_check_names_a_summary_edited_by_hand(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["report", str(copy), "--check"])
     assert "results.csv differs" in capsys.readouterr().err
+
+
+def test_the_check_without_cells_is_one_line(tmp_path, capsys):
+    (tmp_path / "summary.md").write_text("# Ablation\n")
+    with pytest.raises(SystemExit):
+        main(["report", str(tmp_path), "--check"])
+    error = capsys.readouterr().err
+    assert f"--check needs the cells the report is drawn from: no {tmp_path}/cells" in error
+    assert error.count("\n") == 1
