@@ -22,8 +22,7 @@ from seq2seq_attn.metrics import (
     summarize,
     summarize_buckets,
     teacher_forced_records,
-    text_scores,
-    text_scores_by_bucket,
+    text_score_table,
 )
 from seq2seq_attn.search import Hypotheses
 
@@ -41,7 +40,7 @@ def score_translations(rows: list[dict], edges: Sequence[int]) -> tuple[dict, di
     """BLEU, chrF and the output's length over the reference's, overall and per source-length bucket, of
     :meth:`Evaluation.translations` rows (the length ratio shows a model that stops early, at every validation)."""
     hyps, refs, lengths = [r["hyp"] for r in rows], [r["ref"] for r in rows], [r["src_len"] for r in rows]
-    return text_scores(hyps, refs, length_ratio=True), text_scores_by_bucket(hyps, refs, lengths, edges, True)
+    return text_score_table(hyps, refs, lengths, edges, length_ratio=True)
 
 
 class Evaluation:
@@ -79,8 +78,9 @@ class Evaluation:
         hyp: Optional[Hypotheses],
         energies: Optional[Tensor] = None,
     ) -> None:
-        """Args: logits ``(B, T, V)``, weights ``(B, T, S)`` and energies ``(B, h, T, S)`` teacher-forced
-        (energies: for the saturation metrics, None where the model gives none); hyp decoded or None."""
+        """Args: logits ``(B, T, V)``, or ``(N, V)`` at the real target positions only; weights ``(B, T, S)``
+        and energies ``(B, h, T, S)`` teacher-forced (energies: for the saturation metrics, None where the
+        model gives none); hyp decoded or None."""
         rec = teacher_forced_records(logits, batch.trg_out, batch.src_lengths, PAD_ID, weights, batch.alignment)
         rec["index"] = batch.index.float()
         if energies is not None:

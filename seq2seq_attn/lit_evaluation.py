@@ -16,7 +16,7 @@ import pytorch_lightning as pl
 from seq2seq_attn.architecture import ARCHITECTURE_KEYS
 from seq2seq_attn.data.collate import Batch
 from seq2seq_attn.data.datamodule import Seq2SeqDataModule
-from seq2seq_attn.data.vocab import Vocab
+from seq2seq_attn.data.vocab import PAD_ID, Vocab
 from seq2seq_attn.evaluation import Evaluation, all_gather
 from seq2seq_attn.metrics import METRICS, format_table, metric_info, metric_items, sacrebleu_signature
 from seq2seq_attn.results import TRANSLATIONS, VAL_HISTORY, append_jsonl, write_json, write_jsonl_gz, write_test_results
@@ -61,7 +61,8 @@ class EvaluationSteps(pl.LightningModule):
         self._evaluation = Evaluation(self.trg_vocab, self.src_vocab, split, text, examples)
 
     def _evaluate(self, batch: Batch, decode: bool, beam_size: int) -> None:
-        out = self.model(batch.src, batch.src_lengths, batch.trg_in)  # teacher-forced logits (B, T, V)
+        real = batch.trg_out != PAD_ID  # (B, T): the output layer skips the target padding, as in training
+        out = self.model(batch.src, batch.src_lengths, batch.trg_in, select=real)  # teacher-forced logits (N, V)
         hyp = self.decode(batch, beam_size) if decode else None
         self._evaluation.add(batch, out.logits, out.weights, hyp, out.energies)
 

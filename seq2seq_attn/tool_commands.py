@@ -248,7 +248,7 @@ def translate_command(argv: list[str]) -> None:
 
 
 def evaluate_command(argv: list[str]) -> None:
-    from seq2seq_attn.metrics import DEFAULT_BUCKETS, sacrebleu_signature, text_scores, text_scores_by_bucket
+    from seq2seq_attn.metrics import DEFAULT_BUCKETS, sacrebleu_signature, text_score_table
     from seq2seq_attn.results import write_json
 
     parser = argparse.ArgumentParser(
@@ -276,8 +276,8 @@ def evaluate_command(argv: list[str]) -> None:
     if len(src) != len(ref):
         raise ConfigError(f"{args.src} has {len(src)} lines but {args.ref} has {len(ref)}: they must be line-parallel")
     hyps = _translate(args, src)
-    overall = {"count": len(src), **text_scores(hyps, ref, length_ratio=True)}
-    by_bucket = text_scores_by_bucket(hyps, ref, [len(s.split()) for s in src], edges, length_ratio=True)
+    scores, by_bucket = text_score_table(hyps, ref, [len(s.split()) for s in src], edges, length_ratio=True)
+    overall = {"count": len(src), **scores}
     buckets = [{"bucket": label, **scores} for label, scores in by_bucket.items()]
     print(
         f"BLEU {overall.get('bleu', 0):.2f}  chrF {overall.get('chrf', 0):.2f}  length "

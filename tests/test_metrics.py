@@ -1,6 +1,8 @@
 """Per-example records and their summary per length bucket."""
 
+import gzip
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -17,6 +19,8 @@ from seq2seq_attn.metrics import (
     summarize,
     summarize_buckets,
     teacher_forced_records,
+    text_score_table,
+    text_scores,
     title,
 )
 
@@ -46,6 +50,50 @@ def test_records_and_summaries_are_ratios_of_sums():
     rows = summarize_buckets(rec, [5])
     assert [(r["bucket"], r["lo"], r["hi"]) for r in rows] == [("1-5", 1, 5), ("6+", 6, None)]
     assert rows[0]["exact_match"] == 1.0 and rows[1]["exact_match"] == 0.0
+
+
+def test_records_from_the_real_positions_equal_full_logits_and_a_float64_reference():
+    torch.manual_seed(0)
+    trg_out = torch.randint(3, 50, (4, 7))
+    trg_out[1, 3:] = trg_out[3, 5:] = 0  # padding after the real tokens
+    real = trg_out != 0
+    logits = (torch.randn(4, 7, 50) * 4).bfloat16()  # what the output layer gives under bf16 autocast
+    logits[0, 0, 9] = logits[0, 0].max()  # a tie: argmax takes the first maximum, in both layouts
+    full = teacher_forced_records(logits, trg_out, torch.tensor([3, 4, 5, 6]), 0)
+    selected = teacher_forced_records(logits[real], trg_out, torch.tensor([3, 4, 5, 6]), 0)
+    assert all(torch.equal(full[k], selected[k]) for k in full)
+    ref = torch.nn.functional.cross_entropy(logits.double().transpose(1, 2), trg_out, ignore_index=0, reduction="none")
+    assert torch.allclose(full["nll"].double(), ref.sum(1), rtol=1e-6, atol=0)
+    hits = (logits.double().argmax(-1) == trg_out) & real
+    assert full["correct"].tolist() == hits.sum(1).tolist() and full["tokens"].tolist() == [7, 3, 7, 5]
+
+
+def test_text_score_table_equals_sacrebleu_on_each_bucket_of_real_text():
+    from sacrebleu.metrics import BLEU, CHRF
+
+    folder = Path(__file__).parent / "data" / "corpora" / "bible_en_es"
+    src, refs = (
+        gzip.open(folder / f"dev.{lang}.gz", "rt", encoding="utf-8").read().splitlines()[:120]
+        for lang in "en es".split()
+    )
+    hyps = [" ".join(r.split()[: 3 + i % 9]) + (" de la" if i % 4 else "") for i, r in enumerate(refs)]  # varied
+    lengths = [len(s.split()) for s in src]
+    edges = [10, 20, 30]
+    overall, by_bucket = text_score_table(hyps, refs, lengths, edges, length_ratio=True)
+    assert len(by_bucket) >= 3 and sum(row["count"] for row in by_bucket.values()) == len(hyps)
+    bucket_of = bucket_index(torch.tensor(lengths, dtype=torch.float), edges).tolist()
+    labels = bucket_labels(edges)
+    parts = {"all": (overall, range(len(hyps)))}
+    parts.update(
+        {label: (row, [i for i, b in enumerate(bucket_of) if labels[b] == label]) for label, row in by_bucket.items()}
+    )
+    for label, (scores, members) in parts.items():  # each equal to sacreBLEU's corpus score of its sentences
+        h, r = [hyps[i] for i in members], [[refs[i] for i in members]]
+        bleu = BLEU().corpus_score(h, r)
+        expected = {"bleu": bleu.score, "chrf": CHRF().corpus_score(h, r).score, "length_ratio": bleu.ratio}
+        assert {k: scores[k] for k in expected} == expected, label
+    assert text_scores(hyps, refs) == {k: overall[k] for k in ("bleu", "chrf")}
+    assert text_score_table([], [], [], edges) == ({}, {})
 
 
 def test_metric_items_leave_out_labels_bounds_and_counts():

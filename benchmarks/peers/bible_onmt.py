@@ -14,7 +14,7 @@ ours is tanh) and Luong's unscaled general score. A checkpoint every 200 updates
 on the whole dev split (our validation), the one with the best dev perplexity (our ``best.ckpt``) on
 test with beam 5 and Wu et al.'s length penalty α = 0.6; the pieces are joined back with our
 tokenizer and scored with sacreBLEU's defaults against the raw references, overall and per 10-word
-source bucket (:func:`seq2seq_attn.metrics.text_scores_by_bucket`), as our cells are.
+source bucket (:func:`seq2seq_attn.metrics.text_score_table`), as our cells are.
 
 Writes a cell folder like our ablation cells' into ``--out``: ``cell.json``, ``result.json`` and
 ``test_results.json`` (overall and per bucket), ``test_translations.jsonl.gz`` (what the statistics read) and
@@ -32,7 +32,7 @@ from collections import Counter
 from pathlib import Path
 
 from seq2seq_attn.data.parallel import ParallelDataModule
-from seq2seq_attn.metrics import DEFAULT_BUCKETS, buckets, sacrebleu_signature, text_scores, text_scores_by_bucket
+from seq2seq_attn.metrics import DEFAULT_BUCKETS, buckets, sacrebleu_signature, text_score_table
 from seq2seq_attn.results import append_jsonl, environment_info, write_json, write_jsonl_gz
 
 CELL = "system=opennmt-py__flow=luong__attention=general__input_feed=true"
@@ -128,7 +128,7 @@ def score(data: ParallelDataModule, split: str, output: Path) -> tuple[dict, dic
     refs = [data.reference(split, i) for i in range(len(hyps))]
     lengths = [data.source_length(split, i) for i in range(len(hyps))]
     rows = [{"index": i, "src_len": n, "hyp": h, "ref": r} for i, (n, h, r) in enumerate(zip(lengths, hyps, refs))]
-    return text_scores(hyps, refs), text_scores_by_bucket(hyps, refs, lengths, DEFAULT_BUCKETS), rows
+    return (*text_score_table(hyps, refs, lengths, DEFAULT_BUCKETS), rows)
 
 
 def bucket_rows(by_bucket: dict) -> list[dict]:
