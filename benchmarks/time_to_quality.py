@@ -11,7 +11,8 @@ its precision.
 
 The target is the best dev BLEU that the ``--reference`` cells (today's converge protocol, one per seed)
 reach, averaged over them, less ``--less`` BLEU. For every cell the table gives the first validation at or
-above the target: its update and its minutes. Minutes compare only between cells that ran on the same
+above the target: its update and its minutes, and the share of the cell's clock spent validating (where its
+validations record their seconds). Minutes compare only between cells that ran on the same
 machine with nothing else on its cores, in one invocation; the table names each cell's CPU and precision
 so that a mixed table cannot pass unnoticed.
 """
@@ -44,6 +45,17 @@ def target(reference: list[Path], less: float) -> float:
     return statistics.mean(best_dev_bleu(dev_bleu(cell), cell) for cell in reference) - less
 
 
+def validation_share(history: list[dict]) -> Optional[float]:
+    """The share of the clock spent validating, over the stretch of validations that record their seconds
+    (``validation_seconds``; a cell trained before they were recorded gives None)."""
+    timed = [i for i, r in enumerate(history) if r.get("validation_seconds") is not None]
+    if not timed or timed[-1] - timed[0] + 1 != len(timed):
+        return None
+    start = history[timed[0] - 1]["seconds"] if timed[0] > 0 else 0.0  # the clock before the first timed one
+    span = history[timed[-1]]["seconds"] - start
+    return sum(history[i]["validation_seconds"] for i in timed) / span if span > 0 else None
+
+
 def row(cell: Path, goal: float) -> dict:
     """The cell's first validation at or above ``goal`` (update and minutes; None where none is), beside its
     best dev BLEU, test BLEU, precision and CPU."""
@@ -60,17 +72,20 @@ def row(cell: Path, goal: float) -> dict:
         "best dev BLEU": best_dev_bleu(history, cell),
         "test BLEU": test.get("bleu"),
         "stopped by": result.get("stopped_by", "?"),
+        "validation share": validation_share(history),
     }
 
 
 def table(rows: list[dict], goal: float) -> str:
-    head = ["cell", "precision", "CPU", "updates to target", "minutes to target", "best dev BLEU", "test BLEU"]
+    head = ["cell", "precision", "CPU", "updates to target", "minutes to target", "best dev BLEU", "test BLEU",
+            "validation share"]  # fmt: skip
     lines = [f"target: dev BLEU {goal:.2f}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         minutes = "not reached" if r["minutes to target"] is None else f"{r['minutes to target']:.1f}"
         updates = "-" if r["updates to target"] is None else f"{r['updates to target']:,}"
         test = "-" if r["test BLEU"] is None else f"{r['test BLEU']:.1f}"
-        cells = [f"`{r['cell']}`", r["precision"], r["cpu"], updates, minutes, f"{r['best dev BLEU']:.2f}", test]
+        share = "-" if r["validation share"] is None else f"{r['validation share']:.0%}"
+        cells = [f"`{r['cell']}`", r["precision"], r["cpu"], updates, minutes, f"{r['best dev BLEU']:.2f}", test, share]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

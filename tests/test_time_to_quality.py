@@ -8,9 +8,12 @@ from pathlib import Path
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "time_to_quality.py"
 
 
-def cell(folder: Path, bleus: list[float], test_bleu: float, precision: str = "bf16-mixed") -> Path:
+def cell(folder: Path, bleus: list[float], test_bleu: float, precision: str = "bf16-mixed", validating=None) -> Path:
+    """A cell validated every 300 s; ``validating``: the seconds of each validation from the second one on."""
     folder.mkdir(parents=True)
     lines = [{"step": 400 * (i + 1), "seconds": 300.0 * (i + 1), "overall": {"bleu": b}} for i, b in enumerate(bleus)]
+    for line in lines[1:] if validating is not None else []:
+        line["validation_seconds"] = validating
     (folder / "val_history.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
     (folder / "result.json").write_text(json.dumps({"precision": precision, "stopped_by": "patience"}))
     (folder / "test_results.json").write_text(json.dumps({"overall": {"bleu": test_bleu}}))
@@ -24,7 +27,7 @@ def run(*args: str) -> subprocess.CompletedProcess:
 def test_minutes_to_the_reference_best_less_half_a_bleu(tmp_path):
     a = cell(tmp_path / "a", [10.0, 15.0, 17.0, 18.0, 17.5], 19.0)  # best 18.0
     b = cell(tmp_path / "b", [11.0, 16.0, 17.9, 19.0, 18.0], 19.5)  # best 19.0: target (18 + 19) / 2 - 0.5 = 18.0
-    fast = cell(tmp_path / "fast", [14.0, 18.2, 18.1], 19.2, precision="32-true")
+    fast = cell(tmp_path / "fast", [14.0, 18.2, 18.1], 19.2, precision="32-true", validating=60.0)
     slow = cell(tmp_path / "slow", [9.0, 12.0, 17.99], 17.0)
     out = run("--reference", str(a), str(b), "--cells", str(a), str(b), str(fast), str(slow),
               "--json", str(tmp_path / "t.json"))  # fmt: skip
@@ -37,6 +40,8 @@ def test_minutes_to_the_reference_best_less_half_a_bleu(tmp_path):
     assert rows["slow"]["minutes to target"] is None and "not reached" in out.stdout
     assert rows["fast"]["precision"] == "32-true" and rows["fast"]["test BLEU"] == 19.2
     assert "target: dev BLEU 18.00" in out.stdout
+    # the validations that record their seconds span 600 s of the clock, 120 of them validating
+    assert rows["fast"]["validation share"] == 0.2 and rows["a"]["validation share"] is None and "| 20% |" in out.stdout
 
 
 def test_a_folder_that_is_not_a_cell_is_named_in_one_line(tmp_path):
