@@ -1,6 +1,6 @@
 """Kill a converge-protocol cell at many points of its life; every rerun must end as the uninterrupted cell.
 
-    python benchmarks/fault_injection.py [--points N,...] [--keep DIR]
+    python benchmarks/fault_injection.py [--points N,...] [--keep DIR] [--average DECAY]
 
 The cell is a real ``seq2seq_attn.ablation.cell`` process on the repository's Bible fixture corpus
 (tests/data/corpora) with the converge protocol in small: a tiny Luong-attention GRU with dropout, a
@@ -12,7 +12,8 @@ search after it. It runs once without interruption, then once per kill point: SI
 the uninterrupted one: what stopped it and at which update, the update of ``best.ckpt``, every validation in
 ``val_history.jsonl`` (no gap, no duplicate, the same metrics), the weights of ``best.ckpt``, the test
 metrics overall and per bucket, the tuned length penalty and the test translations. Prints one row per
-kill point and exits 1 if any differs.
+kill point and exits 1 if any differs. ``--average DECAY`` trains every cell with an exponential moving
+average of its weights (:class:`seq2seq_attn.averaging.ExponentialAverage`), which checkpoints carry too.
 """
 
 import argparse
@@ -55,6 +56,10 @@ KILL_POINTS = [
     KillPoint("after the test, before result.json", [kill("test_end")], 2),
     KillPoint("during the resume itself", [kill("update", 6), kill("resume")], 3),
 ]
+
+
+def average(decay: float) -> dict:
+    return {"class_path": "seq2seq_attn.averaging.ExponentialAverage", "init_args": {"decay": decay}}
 
 
 def cell_args(faults: list) -> list[str]:
@@ -122,10 +127,11 @@ def differences(got: dict, want: dict) -> list[str]:
     return diffs + ([] if same_weights else ["best.ckpt weights"])
 
 
-def check(points: list[KillPoint], work: Path) -> list[dict]:
-    """Run the uninterrupted cell and each kill point in ``work``; one row per kill point."""
+def check(points: list[KillPoint], work: Path, extra: tuple = ()) -> list[dict]:
+    """Run the uninterrupted cell and each kill point in ``work``; one row per kill point. ``extra``: callbacks
+    every attempt of every cell runs with (e.g. :func:`average`)."""
     plain = work / "uninterrupted"
-    run_cell(plain, [])
+    run_cell(plain, [*extra])
     want = outcome(plain)
     if want["stopped_by"] != "patience":
         raise RuntimeError(f"the uninterrupted cell must stop by patience, not {want['stopped_by']}")
@@ -133,7 +139,7 @@ def check(points: list[KillPoint], work: Path) -> list[dict]:
     for number, point in enumerate(points):
         folder = work / f"kill_{number}"
         start = time.time()
-        attempts = run_cell(folder, point.callbacks)
+        attempts = run_cell(folder, [*point.callbacks, *extra])
         got = outcome(folder)
         rows.append({"point": point.name, "attempts": attempts, "expected_attempts": point.attempts,
                      "differences": differences(got, want), "seconds": time.time() - start,
@@ -145,11 +151,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--points", help="comma-separated kill point numbers (default: all)")
     parser.add_argument("--keep", help="keep the run folders here (default: a temporary folder, removed)")
+    parser.add_argument("--average", type=float, help="train every cell with a moving average of this decay")
     args = parser.parse_args()
     chosen = KILL_POINTS if not args.points else [KILL_POINTS[int(i)] for i in args.points.split(",")]
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="fault-injection-"))
     try:
-        rows = check(chosen, work)
+        rows = check(chosen, work, () if args.average is None else (average(args.average),))
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
