@@ -1,6 +1,6 @@
 """Time to quality: wall-clock minutes until dev BLEU first reaches a target, beside the final test BLEU.
 
-    python benchmarks/time_to_quality.py --reference CELL [CELL ...] --cells CELL [CELL ...] [--less 0.5]
+    python benchmarks/time_to_quality.py --reference CELL [CELL ...] --cells CELL [CELL ...] [--less 0.5] [--curves]
 
 The measure that users of training systems compare (MLPerf's training benchmarks): how long a recipe takes
 to get a model to a given quality, at an equal final score. Each CELL is a finished cell folder of
@@ -14,7 +14,8 @@ reach, averaged over them, less ``--less`` BLEU. For every cell the table gives 
 above the target: its update and its minutes, and the share of the cell's clock spent validating (where its
 validations record their seconds). Minutes compare only between cells that ran on the same
 machine with nothing else on its cores, in one invocation; the table names each cell's CPU and precision
-so that a mixed table cannot pass unnoticed.
+so that a mixed table cannot pass unnoticed. ``--curves`` adds each cell's dev BLEU per update, side by side
+(cell 1, 2, ... in the order of ``--cells``).
 """
 
 import argparse
@@ -45,6 +46,12 @@ def target(reference: list[Path], less: float) -> float:
     return statistics.mean(best_dev_bleu(dev_bleu(cell), cell) for cell in reference) - less
 
 
+def precision_of(cell: Path) -> str:
+    """The precision a cell trains in (``precision.json``, written before training: a running cell has it)."""
+    chosen = cell / "precision.json"
+    return read_json(chosen).get("precision", "?") if chosen.is_file() else "?"
+
+
 def validation_share(history: list[dict]) -> Optional[float]:
     """The share of the clock spent validating, over the stretch of validations that record their seconds
     (``validation_seconds``; a cell trained before they were recorded gives None)."""
@@ -61,11 +68,12 @@ def row(cell: Path, goal: float) -> dict:
     best dev BLEU, test BLEU, precision and CPU."""
     history = dev_bleu(cell)
     result = read_json(cell / RESULT) if (cell / RESULT).is_file() else {}
-    test = read_json(cell / "test_results.json")["overall"]
+    tested = cell / "test_results.json"
+    test = read_json(tested)["overall"] if tested.is_file() else {}  # none yet while the cell trains
     reached: Optional[dict] = next((r for r in history if r["overall"]["bleu"] >= goal), None)
     return {
         "cell": cell.name,
-        "precision": result.get("precision", "?"),
+        "precision": result.get("precision") or precision_of(cell),
         "cpu": cpu_of(cell / "environment.json"),
         "updates to target": reached["step"] if reached else None,
         "minutes to target": reached["seconds"] / 60 if reached else None,
@@ -90,12 +98,24 @@ def table(rows: list[dict], goal: float) -> str:
     return "\n".join(lines)
 
 
+def curves(cells: list[Path], names: list[str]) -> str:
+    """Dev BLEU of each cell at every update any of them validated at, side by side ("-" where one did not)."""
+    by_cell = [{r["step"]: r["overall"]["bleu"] for r in dev_bleu(cell)} for cell in cells]
+    steps = sorted(set().union(*by_cell))
+    lines = ["| update | " + " | ".join(names) + " |", "|" + "---|" * (len(names) + 1)]
+    for step in steps:
+        values = [f"{bleu[step]:.2f}" if step in bleu else "-" for bleu in by_cell]
+        lines.append(f"| {step:,} | " + " | ".join(values) + " |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reference", nargs="+", type=Path, required=True, help="today's protocol: one cell per seed")
     parser.add_argument("--cells", nargs="+", type=Path, required=True, help="the cells to time (references too)")
     parser.add_argument("--less", type=float, default=0.5, help="the target lies this far below the best dev BLEU")
     parser.add_argument("--json", type=Path, help="also write the rows here")
+    parser.add_argument("--curves", action="store_true", help="also print every cell's dev BLEU per update")
     args = parser.parse_args()
     for cell in [*args.reference, *args.cells]:
         if not (cell / VAL_HISTORY).is_file():
@@ -103,6 +123,9 @@ def main() -> None:
     goal = target(args.reference, args.less)
     rows = [row(cell, goal) for cell in args.cells]
     print(table(rows, goal))
+    if args.curves:
+        print("\ndev BLEU per update\n")
+        print(curves(args.cells, [f"cell {i}" for i in range(1, len(args.cells) + 1)]))
     if args.json:
         args.json.write_text(json.dumps({"target": goal, "rows": rows}, indent=1) + "\n", encoding="utf-8")
 
