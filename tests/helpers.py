@@ -1,6 +1,7 @@
 """Names and builders the tests share (imported as ``from helpers import ...``; fixtures live in conftest.py)."""
 
 import contextlib
+from pathlib import Path
 from typing import Callable, ContextManager
 
 import torch
@@ -15,6 +16,14 @@ FLOW_ATTENTION = [(f, a) for f in sorted(DECODERS) if f != "none" for a in sorte
 # the same, with luong also without input feeding: (flow, attention, input_feed)
 VARIANTS = [(f, a, True) for f, a in FLOW_ATTENTION] + [("luong", a, False) for a in sorted(SCORERS)]
 CELLS = ["gru", "lstm"]
+# the converge protocol in small on the toy task: a validation every 4 updates, last.ckpt every 2
+EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
+TOY_CONVERGE = ["--config", str(EXPERIMENTS / "base.yaml"), "--config", str(EXPERIMENTS / "toy" / "reverse.yaml"),
+    "--trainer.logger", "false", "--trainer.enable_progress_bar", "false", "--trainer.max_epochs", "1000",
+    "--trainer.val_check_interval", "4", "--trainer.check_val_every_n_epoch", "null",
+    "--trainer.num_sanity_val_steps", "0", "--last_checkpoint.every_n_steps", "2",
+    "--data.init_args.train_size", "1024", "--data.init_args.val_size", "16", "--data.init_args.test_size", "16",
+    "--model.emb_size", "8", "--model.hidden_size", "8", "--seed_everything", "3"]  # fmt: skip
 # attention beyond the plain global scorers: (flow, attention, input_feed, options); adding one here tests it
 # in every flow-independent property (equivalence of teacher forcing and stepping, batched search, overfit)
 ATTENTION_VARIANTS = [

@@ -15,14 +15,9 @@ from seq2seq_attn.lightning_cli import make_cli
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import fault_injection  # noqa: E402
+from helpers import TOY_CONVERGE  # noqa: E402
 
-EXPERIMENTS = ROOT / "experiments"
-TOY = ["--config", str(EXPERIMENTS / "base.yaml"), "--config", str(EXPERIMENTS / "toy" / "reverse.yaml"),
-       "--trainer.logger", "false", "--trainer.enable_progress_bar", "false", "--trainer.max_steps", "12",
-       "--trainer.val_check_interval", "4", "--trainer.check_val_every_n_epoch", "null",
-       "--trainer.num_sanity_val_steps", "0", "--last_checkpoint.every_n_steps", "4", "--model.dropout", "0.1",
-       "--data.init_args.train_size", "1024", "--data.init_args.val_size", "16", "--data.init_args.test_size", "16",
-       "--model.emb_size", "8", "--model.hidden_size", "8", "--seed_everything", "3"]  # fmt: skip
+TOY = [*TOY_CONVERGE, "--trainer.max_steps", "12", "--model.dropout", "0.1"]
 AVERAGE = [
     "--trainer.callbacks",
     '[{"class_path": "seq2seq_attn.averaging.ExponentialAverage", "init_args": {"decay": 0.9}}]',

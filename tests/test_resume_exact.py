@@ -19,15 +19,9 @@ from seq2seq_attn.results import keep_history_until
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 import fault_injection  # noqa: E402
+from helpers import TOY_CONVERGE  # noqa: E402
 
-# the converge protocol in small on the toy task: a validation every 4 updates, last.ckpt every 2
-EXPERIMENTS = ROOT / "experiments"
-TOY = ["--config", str(EXPERIMENTS / "base.yaml"), "--config", str(EXPERIMENTS / "toy" / "reverse.yaml"),
-       "--trainer.logger", "false", "--trainer.enable_progress_bar", "false", "--trainer.max_epochs", "1000",
-       "--trainer.val_check_interval", "4", "--trainer.check_val_every_n_epoch", "null",
-       "--trainer.num_sanity_val_steps", "0", "--last_checkpoint.every_n_steps", "2",
-       "--data.init_args.train_size", "1024", "--data.init_args.val_size", "16", "--data.init_args.test_size", "16",
-       "--model.emb_size", "8", "--model.hidden_size", "8", "--seed_everything", "3"]  # fmt: skip
+TOY = TOY_CONVERGE
 
 
 def stopping(patience: int = 1, min_delta: float = 0.0) -> list[str]:
