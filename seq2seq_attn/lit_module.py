@@ -13,7 +13,7 @@ from typing import Any, Literal, Optional
 
 import torch
 from jsonargparse.typing import NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
-from pytorch_lightning.callbacks import EarlyStopping
+from pytorch_lightning.callbacks import EarlyStopping, WeightAveraging
 
 from seq2seq_attn.architecture import ARCHITECTURE_KEYS, build_model, check_same_function, init_uniform
 from seq2seq_attn.data.collate import Batch
@@ -163,6 +163,7 @@ class Seq2SeqLitModule(EvaluationSteps):
         self._resumed_step = int(checkpoint.get("global_step", 0))
         saved = checkpoint.get("hyper_parameters", {})
         check_same_function(saved)
+        self._check_averaging(checkpoint)
         for key in ARCHITECTURE_KEYS:
             if key in saved and saved[key] != self.hparams.get(key):
                 raise ConfigError(
@@ -177,6 +178,18 @@ class Seq2SeqLitModule(EvaluationSteps):
                 )
             self.src_vocab, self.trg_vocab = src, trg
         self.tokenizers = self.tokenizers or checkpoint.get("tokenizers")
+
+    def _check_averaging(self, checkpoint: dict[str, Any]) -> None:
+        """A fit resumed from a checkpoint of averaged weights needs the averaging callback: without it, training
+        would go on from the average (the checkpoint's ``state_dict``) instead of the raw weights beside it."""
+        trainer = self._trainer
+        if "current_model_state" not in checkpoint or trainer is None or trainer.state.fn != "fit":
+            return
+        if not any(isinstance(c, WeightAveraging) for c in trainer.callbacks):
+            raise ConfigError(
+                "the checkpoint holds a moving average of the weights beside the raw ones: resume it with its "
+                "averaging callback in trainer.callbacks (as in experiments/bible_en_es/fast.yaml), or test it"
+            )
 
     # -- training ---------------------------------------------------------------
     def on_fit_start(self) -> None:

@@ -87,3 +87,15 @@ def test_a_bad_decay_and_a_resume_with_another_decay_are_one_line_errors(tmp_pat
     again = make_cli(other, run=False)
     with pytest.raises(ConfigError, match="averaged its weights with decay 0.9, the config says 0.99"):
         again.trainer.fit(again.model, datamodule=again.datamodule, ckpt_path=tmp_path / "checkpoints" / LAST)
+
+
+def test_resuming_an_averaged_checkpoint_without_its_callback_is_a_one_line_error_and_testing_it_is_not(tmp_path):
+    run = make_cli([*TOY, *AVERAGE, "--trainer.default_root_dir", str(tmp_path)], run=False)
+    run.trainer.fit(run.model, datamodule=run.datamodule)
+    plain = make_cli([*TOY, "--trainer.max_steps", "16", "--trainer.default_root_dir", str(tmp_path)], run=False)
+    with pytest.raises(ConfigError, match="resume it with its averaging callback in trainer.callbacks"):
+        plain.trainer.fit(plain.model, datamodule=plain.datamodule, ckpt_path=tmp_path / "checkpoints" / LAST)
+    tester = make_cli([*TOY, "--trainer.default_root_dir", str(tmp_path / "test")], run=False)
+    tester.trainer.test(tester.model, datamodule=tester.datamodule, ckpt_path=tmp_path / "checkpoints" / LAST)
+    average = torch.load(tmp_path / "checkpoints" / LAST, weights_only=True)["state_dict"]
+    assert all(torch.equal(v, average[k]) for k, v in tester.model.state_dict().items())
