@@ -19,6 +19,7 @@ from typing import Any, Callable
 import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import WeightAveraging
+from pytorch_lightning.trainer.states import TrainerFn
 
 from seq2seq_attn.errors import ConfigError
 
@@ -52,8 +53,9 @@ class ExponentialAverage(WeightAveraging):
 
     def on_load_checkpoint(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule", checkpoint: dict) -> None:
         """Resuming a fit restores the raw weights and the average; ``test`` and ``validate`` load the average
-        (the checkpoint's ``state_dict``), with nothing more to restore."""
-        if self._average_model is not None:
+        (the checkpoint's ``state_dict``) and nothing more, also in the process that fitted (Lightning's callback
+        would put the raw weights back there)."""
+        if self._average_model is not None and trainer.state.fn == TrainerFn.FITTING:
             super().on_load_checkpoint(trainer, pl_module, checkpoint)
 
     def state_dict(self) -> dict[str, Any]:

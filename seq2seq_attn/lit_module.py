@@ -14,6 +14,7 @@ from typing import Any, Literal, Optional
 import torch
 from jsonargparse.typing import NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
 from pytorch_lightning.callbacks import EarlyStopping, WeightAveraging
+from pytorch_lightning.trainer.states import TrainerFn
 
 from seq2seq_attn.architecture import ARCHITECTURE_KEYS, build_model, check_same_function, init_uniform
 from seq2seq_attn.data.collate import Batch
@@ -183,7 +184,7 @@ class Seq2SeqLitModule(EvaluationSteps):
         """A fit resumed from a checkpoint of averaged weights needs the averaging callback: without it, training
         would go on from the average (the checkpoint's ``state_dict``) instead of the raw weights beside it."""
         trainer = self._trainer
-        if "current_model_state" not in checkpoint or trainer is None or trainer.state.fn != "fit":
+        if "current_model_state" not in checkpoint or trainer is None or trainer.state.fn != TrainerFn.FITTING:
             return
         if not any(isinstance(c, WeightAveraging) for c in trainer.callbacks):
             raise ConfigError(

@@ -66,13 +66,19 @@ def test_a_run_validates_and_checkpoints_the_average_and_trains_the_same_raw_wei
     assert all(
         torch.equal(checkpoint["state_dict"][k], v) for k, v in average._average_model.module.state_dict().items()
     )
-    # after fit the module holds the average, so a test in the same process scores what best.ckpt holds
+    # after fit the module holds the average, and a test in the same process scores the checkpoint's average,
+    # not its raw weights (a rerun that only tests would read the average: both must score the same model)
+    assert all(torch.equal(v, checkpoint["state_dict"][k]) for k, v in averaged.model.state_dict().items())
+    averaged.trainer.test(
+        averaged.model, datamodule=averaged.datamodule, ckpt_path=tmp_path / "averaged" / "checkpoints" / LAST
+    )
     assert all(torch.equal(v, checkpoint["state_dict"][k]) for k, v in averaged.model.state_dict().items())
     assert checkpoint["callbacks"]["ExponentialAverage"]["decay"] == 0.9
 
 
 def test_a_killed_averaging_cell_ends_as_the_uninterrupted_one(tmp_path):
-    points = [fault_injection.KILL_POINTS[3], fault_injection.KILL_POINTS[0]]  # after a validation; mid-update
+    # after a validation; mid-update; mid-test (a rerun then only tests, in a process that did not fit)
+    points = [fault_injection.KILL_POINTS[i] for i in (3, 0, 7)]
     rows = fault_injection.check(points, tmp_path, (fault_injection.average(0.9),))
     assert [(r["point"], r["differences"], r["attempts"]) for r in rows] == [(p.name, [], 2) for p in points]
 
