@@ -8,10 +8,12 @@ checkpoint averaging do. The training trajectory is unchanged: the same seed giv
 without averaging.
 
 The decay warms up as TensorFlow's ``ExponentialMovingAverage`` with ``num_updates`` does:
-``d_n = min(decay, (1 + n) / (10 + n))`` at the n-th update, so the average spans about the last tenth of
-training until ``decay`` caps it (at n = 8,990 for 0.999) and the first validations do not see the initial
-weights. A checkpoint holds the average as its ``state_dict`` (what :func:`~seq2seq_attn.inference.load_model`
-and ``test`` load) and the raw weights beside it, so a killed run resumes both exactly.
+``d_n = min(decay, (1 + n) / (warmup + n))`` at the n-th update (``warmup`` 10, TensorFlow's), so the average
+spans about the last ``1 / (warmup - 1)`` of training (a ninth) until ``decay`` caps it (at n = 8,990 for
+0.999) and the first validations do not see the initial weights.
+
+A checkpoint holds the average as its ``state_dict`` (what :func:`~seq2seq_attn.inference.load_model` and
+``test`` load) and the raw weights beside it, so a killed run resumes both exactly.
 """
 
 from typing import Any, Callable
@@ -24,14 +26,16 @@ from pytorch_lightning.trainer.states import TrainerFn
 from seq2seq_attn.errors import ConfigError
 
 
-def ema_update(decay: float) -> Callable[[list[torch.Tensor], list[torch.Tensor], torch.Tensor], None]:
+def ema_update(
+    decay: float, warmup: float = 10.0
+) -> Callable[[list[torch.Tensor], list[torch.Tensor], torch.Tensor], None]:
     """The averaging step over all parameters at once (one foreach ``lerp``): ``(averages, weights, n)``,
     ``n`` the updates averaged so far. A Python loop over parameters costs 10x more per update on CPU."""
 
     @torch.no_grad()
     def update(averages: list[torch.Tensor], weights: list[torch.Tensor], averaged: torch.Tensor) -> None:
         n = float(averaged)
-        d = min(decay, (1.0 + n) / (10.0 + n))
+        d = min(decay, (1.0 + n) / (warmup + n))
         torch._foreach_lerp_(averages, weights, 1.0 - d)
 
     return update
@@ -42,14 +46,17 @@ class ExponentialAverage(WeightAveraging):
 
     Args:
         decay: the largest decay ``d`` (0.999: an average over about the last 1,000 updates once warmed up).
+        warmup: ``d_n = min(decay, (1 + n) / (warmup + n))``; larger averages over a longer tail of training.
     """
 
-    def __init__(self, decay: float = 0.999) -> None:
+    def __init__(self, decay: float = 0.999, warmup: float = 10.0) -> None:
         if not 0.0 < decay < 1.0:
             raise ConfigError(f"ExponentialAverage decay must be in (0, 1), got {decay}: e.g. 0.999")
-        self.decay = decay
+        if warmup <= 1.0:
+            raise ConfigError(f"ExponentialAverage warmup must be above 1, got {warmup}: e.g. 10 (TensorFlow's)")
+        self.decay, self.warmup = decay, warmup
         # weights only: the buffers are constants (a rotary table, a head scale), some not float
-        super().__init__(use_buffers=False, multi_avg_fn=ema_update(decay))
+        super().__init__(use_buffers=False, multi_avg_fn=ema_update(decay, warmup))
 
     def on_load_checkpoint(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule", checkpoint: dict) -> None:
         """Resuming a fit restores the raw weights and the average; ``test`` and ``validate`` load the average
@@ -59,12 +66,14 @@ class ExponentialAverage(WeightAveraging):
             super().on_load_checkpoint(trainer, pl_module, checkpoint)
 
     def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "decay": self.decay}
+        return {**super().state_dict(), "decay": self.decay, "warmup": self.warmup}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        if state_dict.get("decay", self.decay) != self.decay:
-            raise ConfigError(
-                f"the checkpoint averaged its weights with decay {state_dict['decay']}, the config says {self.decay}: "
-                "resume with the checkpoint's decay, or start a new run"
-            )
+        for name in ("decay", "warmup"):
+            saved, ours = state_dict.get(name, getattr(self, name)), getattr(self, name)
+            if saved != ours:
+                raise ConfigError(
+                    f"the checkpoint averaged its weights with {name} {saved}, the config says {ours}: "
+                    f"resume with the checkpoint's {name}, or start a new run"
+                )
         super().load_state_dict(state_dict)

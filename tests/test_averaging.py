@@ -24,10 +24,11 @@ AVERAGE = [
 ]
 
 
-def test_the_average_follows_its_warmed_up_decay_and_equals_torchs_ema_once_capped():
+@pytest.mark.parametrize("warmup", [10.0, 4.0])
+def test_the_average_follows_its_warmed_up_decay_and_equals_torchs_ema_once_capped(warmup):
     torch.manual_seed(0)
     model = torch.nn.Linear(3, 2)
-    average = AveragedModel(model, multi_avg_fn=ema_update(0.9), use_buffers=False)
+    average = AveragedModel(model, multi_avg_fn=ema_update(0.9, warmup), use_buffers=False)
     expected = None
     for n in range(120):
         with torch.no_grad():
@@ -38,14 +39,14 @@ def test_the_average_follows_its_warmed_up_decay_and_equals_torchs_ema_once_capp
         if expected is None:  # the first update copies the weights
             expected = weights
         else:
-            d = min(0.9, (1 + n) / (10 + n))  # n updates averaged before this one
+            d = min(0.9, (1 + n) / (warmup + n))  # n updates averaged before this one
             expected = [d * e + (1 - d) * w for e, w in zip(expected, weights)]
     assert all(torch.allclose(a, e, atol=1e-6) for a, e in zip(average.module.parameters(), expected))
-    # past the warm-up ((1 + n) / (10 + n) >= 0.9 from n = 80) it is torch's own EMA step
+    # past the warm-up ((1 + n) / (warmup + n) >= 0.9: from n = 80 for warmup 10) it is torch's own EMA step
     ours, torchs = [p.detach().clone() for p in average.module.parameters()], None
     torchs = [p.clone() for p in ours]
     current = [p.detach() for p in model.parameters()]
-    ema_update(0.9)(ours, current, torch.tensor(200))
+    ema_update(0.9, warmup)(ours, current, torch.tensor(200))
     get_ema_multi_avg_fn(0.9)(torchs, current, torch.tensor(200))
     assert all(torch.equal(a, b) for a, b in zip(ours, torchs))
 
@@ -73,7 +74,7 @@ def test_a_run_validates_and_checkpoints_the_average_and_trains_the_same_raw_wei
         averaged.model, datamodule=averaged.datamodule, ckpt_path=tmp_path / "averaged" / "checkpoints" / LAST
     )
     assert all(torch.equal(v, checkpoint["state_dict"][k]) for k, v in averaged.model.state_dict().items())
-    assert checkpoint["callbacks"]["ExponentialAverage"]["decay"] == 0.9
+    assert tuple(checkpoint["callbacks"]["ExponentialAverage"][k] for k in ("decay", "warmup")) == (0.9, 10.0)
 
 
 def test_a_killed_averaging_cell_ends_as_the_uninterrupted_one(tmp_path):
@@ -86,6 +87,8 @@ def test_a_killed_averaging_cell_ends_as_the_uninterrupted_one(tmp_path):
 def test_a_bad_decay_and_a_resume_with_another_decay_are_one_line_errors(tmp_path):
     with pytest.raises(ConfigError, match=r"decay must be in \(0, 1\), got 1.0"):
         ExponentialAverage(1.0)
+    with pytest.raises(ConfigError, match="warmup must be above 1, got 1.0"):
+        ExponentialAverage(0.99, warmup=1.0)
     run = make_cli([*TOY, *AVERAGE, "--trainer.default_root_dir", str(tmp_path)], run=False)
     run.trainer.fit(run.model, datamodule=run.datamodule)
     other = [*TOY, "--trainer.max_steps", "16", "--trainer.default_root_dir", str(tmp_path), "--trainer.callbacks",
