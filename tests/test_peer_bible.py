@@ -43,3 +43,18 @@ def test_the_peer_gets_our_training_pairs_pieces_and_references(tmp_path):
     assert overall["bleu"] == pytest.approx(100.0)
     assert all(b["bleu"] == pytest.approx(100.0) for b in by_bucket.values())
     assert [r["ref"] for r in rows] == data.text["val"][1] and sum(b["count"] for b in by_bucket.values()) == len(rows)
+
+
+def test_the_peers_clock_is_read_from_its_log_timestamps():
+    peer = load_script()
+    log = "\n".join([
+        "[2026-12-05 10:00:00,500 INFO] Loading vocab from text file...",
+        "[2026-12-05 10:00:02,000 INFO] Starting training on CPU, could be very slow",
+        "[2026-12-05 10:00:30,250 INFO] Step 50/ 1600; acc: 3.1; ppl: 5000.2; xent: 8.5; lr: 0.00100; sents: 3200; "
+        "bsz: 1500/1600/64; 2100/2300 tok/s;     30 sec;",
+        "some line a library printed without a timestamp",
+        "[2026-12-05 10:02:01,500 INFO] Step 200/ 1600; acc: 9.0; ppl: 900.0; xent: 6.8; lr: 0.00100; sents: 12800; "
+        "bsz: 1500/1600/64; 2100/2300 tok/s;    121 sec;",
+        "[2026-12-05 10:02:09,000 INFO] Validation perplexity: 850.1",
+    ])  # fmt: skip
+    assert peer.training_clock(log) == {50: 29.75, 200: 121.0}

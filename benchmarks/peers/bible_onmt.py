@@ -19,8 +19,11 @@ source bucket (:func:`seq2seq_attn.metrics.text_score_table`), as our cells are.
 Writes a cell folder like our ablation cells' into ``--out``: ``cell.json``, ``result.json`` and
 ``test_results.json`` (overall and per bucket), ``test_translations.jsonl.gz`` (what the statistics read) and
 ``val_history.jsonl`` (one line per checkpoint: step, dev BLEU and chrF overall and per bucket, OpenNMT-py's
-dev perplexity), so ``seq2seq-attn report`` of the folder above it puts the peer in the tables, the
-intervals and the paired tests; the peer's own files (data, config, checkpoints, logs) stay in ``--work``.
+dev perplexity, and ``seconds``: OpenNMT-py's clock at that step, read from its log's timestamps, plus the
+greedy dev decodes so far, as our cells' clocks include their validations), so ``seq2seq-attn report`` of the
+folder above it puts the peer in the tables, the intervals and the paired tests, and
+``benchmarks/time_to_quality.py`` times it to a dev target; the peer's own files (data, config, checkpoints,
+logs) stay in ``--work``.
 """
 
 import argparse
@@ -112,6 +115,25 @@ def run(command: list[str], log: Path) -> float:
     return time.time() - start
 
 
+LOG_LINE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) INFO\] (?:Step (\d+)/)?")
+
+
+def training_clock(log: str) -> dict[int, float]:
+    """Seconds from the first timestamped line of OpenNMT-py's console log to each step it reports (``Step
+    N/M; acc: ...``, every ``report_every`` updates): training and its own dev-perplexity passes, as its users
+    see the clock run."""
+    start, clock = None, {}
+    for line in log.splitlines():
+        match = LOG_LINE.match(line)
+        if not match:
+            continue
+        seconds = time.mktime(time.strptime(match.group(1), "%Y-%m-%d %H:%M:%S")) + int(match.group(2)) / 1000
+        start = seconds if start is None else start
+        if match.group(3):
+            clock[int(match.group(3))] = seconds - start
+    return clock
+
+
 def translate(onmt: Path, checkpoint: Path, source: Path, output: Path, beam: int) -> float:
     command = [str(onmt / "onmt_translate"), "-model", str(checkpoint), "-src", str(source), "-output", str(output),
                "-beam_size", str(beam), "-batch_size", "64", "-batch_type", "sents", "-max_length", "250", "-gpu",
@@ -163,12 +185,16 @@ def main() -> None:
     log = (work / "run" / "stdout.log").read_text()  # its log_file stops before training; the console has it all
     steps = range(args.every, args.steps + 1, args.every)  # it validates once every `every` updates, in order
     perplexity = dict(zip(steps, map(float, re.findall(r"Validation perplexity: ([\d.]+)", log))))
+    clock, decoding = training_clock(log), 0.0
     (out / "val_history.jsonl").unlink(missing_ok=True)
     for step in steps:
         hyp = work / "run" / f"val_step{step}.txt"
-        translate(onmt, work / "run" / f"model_step_{step}.pt", work / "data" / "val.src", hyp, beam=1)
+        seconds = translate(onmt, work / "run" / f"model_step_{step}.pt", work / "data" / "val.src", hyp, beam=1)
+        decoding += seconds  # our validations decode dev inside the clock: the peer's count as if they did too
         overall, by_bucket, _ = score(data, "val", hyp)
-        record = {"step": step, "overall": {**overall, "ppl": perplexity.get(step)}, "buckets": bucket_rows(by_bucket)}
+        record = {"step": step, "seconds": clock[step] + decoding if step in clock else None,
+                  "validation_seconds": seconds, "overall": {**overall, "ppl": perplexity.get(step)},
+                  "buckets": bucket_rows(by_bucket)}  # fmt: skip
         append_jsonl(out / "val_history.jsonl", record)
         print(f"step {step}: dev BLEU {overall['bleu']:.2f}, ppl {perplexity.get(step)}", flush=True)
     best = min(perplexity, key=perplexity.get) if perplexity else args.steps
