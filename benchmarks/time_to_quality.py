@@ -41,9 +41,9 @@ def best_dev_bleu(history: list[dict], cell: Path) -> float:
     return max(r["overall"]["bleu"] for r in history)
 
 
-def target(reference: list[Path], less: float) -> float:
+def target(histories: dict[Path, list[dict]], reference: list[Path], less: float) -> float:
     """The mean over the reference cells of their best dev BLEU, less ``less``."""
-    return statistics.mean(best_dev_bleu(dev_bleu(cell), cell) for cell in reference) - less
+    return statistics.mean(best_dev_bleu(histories[cell], cell) for cell in reference) - less
 
 
 def precision_of(cell: Path) -> str:
@@ -63,10 +63,9 @@ def validation_share(history: list[dict]) -> Optional[float]:
     return sum(history[i]["validation_seconds"] for i in timed) / span if span > 0 else None
 
 
-def row(cell: Path, goal: float) -> dict:
-    """The cell's first validation at or above ``goal`` (update and minutes; None where none is), beside its
-    best dev BLEU, test BLEU, precision and CPU."""
-    history = dev_bleu(cell)
+def row(cell: Path, history: list[dict], goal: float) -> dict:
+    """The cell's first validation at or above ``goal`` in its ``history`` (:func:`dev_bleu`; update and minutes,
+    None where none is), beside its best dev BLEU, test BLEU, precision and CPU."""
     result = read_json(cell / RESULT) if (cell / RESULT).is_file() else {}
     tested = cell / "test_results.json"
     test = read_json(tested)["overall"] if tested.is_file() else {}  # none yet while the cell trains
@@ -98,9 +97,10 @@ def table(rows: list[dict], goal: float) -> str:
     return "\n".join(lines)
 
 
-def curves(cells: list[Path], names: list[str]) -> str:
-    """Dev BLEU of each cell at every update any of them validated at, side by side ("-" where one did not)."""
-    by_cell = [{r["step"]: r["overall"]["bleu"] for r in dev_bleu(cell)} for cell in cells]
+def curves(histories: list[list[dict]], names: list[str]) -> str:
+    """Dev BLEU of each cell (its :func:`dev_bleu` history) at every update any of them validated at, side by side
+    ("-" where one did not)."""
+    by_cell = [{r["step"]: r["overall"]["bleu"] for r in history} for history in histories]
     steps = sorted(set().union(*by_cell))
     lines = ["| update | " + " | ".join(names) + " |", "|" + "---|" * (len(names) + 1)]
     for step in steps:
@@ -120,12 +120,13 @@ def main() -> None:
     for cell in [*args.reference, *args.cells]:
         if not (cell / VAL_HISTORY).is_file():
             raise SystemExit(f"{cell}: no {VAL_HISTORY}: pass finished cell folders (…/cells/<cell>)")
-    goal = target(args.reference, args.less)
-    rows = [row(cell, goal) for cell in args.cells]
+    histories = {cell: dev_bleu(cell) for cell in [*args.reference, *args.cells]}  # each read once
+    goal = target(histories, args.reference, args.less)
+    rows = [row(cell, histories[cell], goal) for cell in args.cells]
     print(table(rows, goal))
     if args.curves:
         print("\ndev BLEU per update\n")
-        print(curves(args.cells, [f"cell {i}" for i in range(1, len(args.cells) + 1)]))
+        print(curves([histories[cell] for cell in args.cells], [f"cell {i}" for i in range(1, len(args.cells) + 1)]))
     if args.json:
         args.json.write_text(json.dumps({"target": goal, "rows": rows}, indent=1) + "\n", encoding="utf-8")
 
