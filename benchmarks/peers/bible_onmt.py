@@ -32,6 +32,7 @@ import re
 import subprocess
 import time
 from collections import Counter
+from datetime import datetime
 from pathlib import Path
 
 from seq2seq_attn.data.parallel import ParallelDataModule
@@ -115,7 +116,7 @@ def run(command: list[str], log: Path) -> float:
     return time.time() - start
 
 
-LOG_LINE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) INFO\] (?:Step (\d+)/)?")
+LOG_LINE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) INFO\] (?:Step (\d+)/)?")
 
 
 def training_clock(log: str) -> dict[int, float]:
@@ -127,10 +128,10 @@ def training_clock(log: str) -> dict[int, float]:
         match = LOG_LINE.match(line)
         if not match:
             continue
-        seconds = time.mktime(time.strptime(match.group(1), "%Y-%m-%d %H:%M:%S")) + int(match.group(2)) / 1000
-        start = seconds if start is None else start
-        if match.group(3):
-            clock[int(match.group(3))] = seconds - start
+        stamp = datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S,%f")
+        start = stamp if start is None else start
+        if match.group(2):
+            clock[int(match.group(2))] = (stamp - start).total_seconds()
     return clock
 
 
