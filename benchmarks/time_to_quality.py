@@ -11,8 +11,10 @@ its precision.
 
 The target is the best dev BLEU that the ``--reference`` cells (today's converge protocol, one per seed)
 reach, averaged over them, less ``--less`` BLEU. For every cell the table gives the first validation at or
-above the target: its update and its minutes, and the share of the cell's clock spent validating (where its
-validations record their seconds). Minutes compare only between cells that ran on the same
+above the target: its update and its minutes, its last validation with the minutes to it (where a finished
+cell stopped: the time to a converged model), and the share of the cell's clock spent validating (where its
+validations record their seconds). Cells are named by study and cell, so that the same cell of two studies
+(today's protocol and a new recipe) tells apart. Minutes compare only between cells that ran on the same
 machine with nothing else on its cores, in one invocation; the table names each cell's CPU and precision
 so that a mixed table cannot pass unnoticed. ``--curves`` adds each cell's dev BLEU per update, side by side
 (cell 1, 2, ... in the order of ``--cells``).
@@ -63,6 +65,11 @@ def validation_share(history: list[dict]) -> Optional[float]:
     return sum(history[i]["validation_seconds"] for i in timed) / span if span > 0 else None
 
 
+def study_of(cell: Path) -> str:
+    """The study a cell belongs to: the folder holding its ``cells/`` folder (a peer's cell folder: its parent)."""
+    return cell.parent.parent.name if cell.parent.name == "cells" else cell.parent.name
+
+
 def row(cell: Path, history: list[dict], goal: float) -> dict:
     """The cell's first validation at or above ``goal`` in its ``history`` (:func:`dev_bleu`; update and minutes,
     None where none is), beside its best dev BLEU, test BLEU, precision and CPU."""
@@ -70,8 +77,9 @@ def row(cell: Path, history: list[dict], goal: float) -> dict:
     tested = cell / "test_results.json"
     test = read_json(tested)["overall"] if tested.is_file() else {}  # none yet while the cell trains
     reached: Optional[dict] = next((r for r in history if r["overall"]["bleu"] >= goal), None)
+    last = history[-1]  # the clock at the last validation: where a finished cell stopped
     return {
-        "cell": cell.name,
+        "cell": f"{study_of(cell)}/{cell.name}",
         "precision": result.get("precision") or precision_of(cell),
         "cpu": cpu_of(cell / "environment.json"),
         "updates to target": reached["step"] if reached else None,
@@ -79,20 +87,25 @@ def row(cell: Path, history: list[dict], goal: float) -> dict:
         "best dev BLEU": best_dev_bleu(history, cell),
         "test BLEU": test.get("bleu"),
         "stopped by": result.get("stopped_by", "?"),
+        "last update": last["step"],
+        "minutes to last": last["seconds"] / 60 if last.get("seconds") is not None else None,
         "validation share": validation_share(history),
     }
 
 
 def table(rows: list[dict], goal: float) -> str:
     head = ["cell", "precision", "CPU", "updates to target", "minutes to target", "best dev BLEU", "test BLEU",
-            "validation share"]  # fmt: skip
+            "last update (minutes)", "validation share"]  # fmt: skip
     lines = [f"target: dev BLEU {goal:.2f}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         minutes = "not reached" if r["minutes to target"] is None else f"{r['minutes to target']:.1f}"
         updates = "-" if r["updates to target"] is None else f"{r['updates to target']:,}"
         test = "-" if r["test BLEU"] is None else f"{r['test BLEU']:.1f}"
         share = "-" if r["validation share"] is None else f"{r['validation share']:.0%}"
-        cells = [f"`{r['cell']}`", r["precision"], r["cpu"], updates, minutes, f"{r['best dev BLEU']:.2f}", test, share]
+        clock = "" if r["minutes to last"] is None else f" ({r['minutes to last']:.1f})"
+        last = f"{r['last update']:,}{clock}"
+        best = f"{r['best dev BLEU']:.2f}"
+        cells = [f"`{r['cell']}`", r["precision"], r["cpu"], updates, minutes, best, test, last, share]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

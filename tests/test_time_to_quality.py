@@ -25,14 +25,18 @@ def run(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_minutes_to_the_reference_best_less_half_a_bleu(tmp_path):
-    a = cell(tmp_path / "a", [10.0, 15.0, 17.0, 18.0, 17.5], 19.0)  # best 18.0
-    b = cell(tmp_path / "b", [11.0, 16.0, 17.9, 19.0, 18.0], 19.5)  # best 19.0: target (18 + 19) / 2 - 0.5 = 18.0
-    fast = cell(tmp_path / "fast", [14.0, 18.2, 18.1], 19.2, precision="32-true", validating=60.0)
-    slow = cell(tmp_path / "slow", [9.0, 12.0, 17.99], 17.0)
+    today, recipe = tmp_path / "today" / "cells", tmp_path / "recipe" / "cells"
+    a = cell(today / "a", [10.0, 15.0, 17.0, 18.0, 17.5], 19.0)  # best 18.0
+    b = cell(today / "b", [11.0, 16.0, 17.9, 19.0, 18.0], 19.5)  # best 19.0: target (18 + 19) / 2 - 0.5 = 18.0
+    fast = cell(recipe / "a", [14.0, 18.2, 18.1], 19.2, precision="32-true", validating=60.0)
+    slow = cell(tmp_path / "peer", [9.0, 12.0, 17.99], 17.0)  # a peer's cell folder, not inside a study
     out = run("--reference", str(a), str(b), "--cells", str(a), str(b), str(fast), str(slow),
               "--json", str(tmp_path / "t.json"))  # fmt: skip
     assert out.returncode == 0, out.stderr
-    rows = {r["cell"]: r for r in json.loads((tmp_path / "t.json").read_text())["rows"]}
+    named = {r["cell"]: r for r in json.loads((tmp_path / "t.json").read_text())["rows"]}
+    assert set(named) == {"today/a", "today/b", "recipe/a", f"{tmp_path.name}/peer"}  # the study tells the a's apart
+    peer = named[f"{tmp_path.name}/peer"]
+    rows = {"a": named["today/a"], "b": named["today/b"], "fast": named["recipe/a"], "slow": peer}
     assert json.loads((tmp_path / "t.json").read_text())["target"] == 18.0
     assert (rows["a"]["updates to target"], rows["a"]["minutes to target"]) == (1600, 20.0)
     assert (rows["b"]["updates to target"], rows["b"]["minutes to target"]) == (1600, 20.0)
@@ -40,6 +44,9 @@ def test_minutes_to_the_reference_best_less_half_a_bleu(tmp_path):
     assert rows["slow"]["minutes to target"] is None and "not reached" in out.stdout
     assert rows["fast"]["precision"] == "32-true" and rows["fast"]["test BLEU"] == 19.2
     assert "target: dev BLEU 18.00" in out.stdout
+    # where each cell stopped, and the clock to it: the time to a converged model
+    assert (rows["a"]["last update"], rows["a"]["minutes to last"]) == (2000, 25.0) and "| 2,000 (25.0) |" in out.stdout
+    assert (rows["fast"]["last update"], rows["fast"]["minutes to last"]) == (1200, 15.0)
     # the validations that record their seconds span 600 s of the clock, 120 of them validating
     assert rows["fast"]["validation share"] == 0.2 and rows["a"]["validation share"] is None and "| 20% |" in out.stdout
 
