@@ -76,6 +76,7 @@ def row(cell: Path, history: list[dict], goal: float) -> dict:
     result = read_json(cell / RESULT) if (cell / RESULT).is_file() else {}
     tested = cell / "test_results.json"
     test = read_json(tested)["overall"] if tested.is_file() else {}  # none yet while the cell trains
+    best = best_dev_bleu(history, cell)  # first: a cell without dev BLEU stops here, in one line
     reached: Optional[dict] = next((r for r in history if r["overall"]["bleu"] >= goal), None)
     last = history[-1]  # the clock at the last validation: where a finished cell stopped
     return {
@@ -84,7 +85,7 @@ def row(cell: Path, history: list[dict], goal: float) -> dict:
         "cpu": cpu_of(cell / "environment.json"),
         "updates to target": reached["step"] if reached else None,
         "minutes to target": reached["seconds"] / 60 if reached else None,
-        "best dev BLEU": best_dev_bleu(history, cell),
+        "best dev BLEU": best,
         "test BLEU": test.get("bleu"),
         "stopped by": result.get("stopped_by", "?"),
         "last update": last["step"],

@@ -54,3 +54,13 @@ def test_minutes_to_the_reference_best_less_half_a_bleu(tmp_path):
 def test_a_folder_that_is_not_a_cell_is_named_in_one_line(tmp_path):
     out = run("--reference", str(tmp_path), "--cells", str(tmp_path))
     assert out.returncode != 0 and "no val_history.jsonl: pass finished cell folders" in out.stderr
+
+
+def test_a_cell_without_dev_bleu_is_named_in_one_line(tmp_path):
+    reference = cell(tmp_path / "a", [10.0, 18.0], 19.0)
+    toy = tmp_path / "toy"  # a toy task's cell: its validations have a loss, no BLEU
+    toy.mkdir()
+    (toy / "val_history.jsonl").write_text(json.dumps({"step": 400, "seconds": 60.0, "overall": {"loss": 1.0}}) + "\n")
+    out = run("--reference", str(reference), "--cells", str(reference), str(toy))
+    assert out.returncode != 0 and "no dev BLEU in val_history.jsonl: pass cells of a text corpus" in out.stderr
+    assert "Traceback" not in out.stderr
