@@ -17,10 +17,11 @@ def load_script():
     return module
 
 
-def test_the_peer_gets_our_training_pairs_pieces_and_references(tmp_path):
+@pytest.mark.parametrize("cap", [None, 8])  # --train-max-words: a capped cell's training pairs
+def test_the_peer_gets_our_training_pairs_pieces_and_references(tmp_path, cap):
     peer = load_script()
     data = ParallelDataModule(corpus="bible_en_es", src_lang="en", trg_lang="es", tokenizer="bpe", vocab_size=300,
-                              min_freq=2, max_length=12)  # fmt: skip
+                              min_freq=2, max_length=12, train_max_words=cap)  # fmt: skip
     data.setup()
     peer.export(data, tmp_path)
     for split in ("train", "val", "test"):
@@ -32,6 +33,11 @@ def test_the_peer_gets_our_training_pairs_pieces_and_references(tmp_path):
         assert [data.trg_vocab.encode(line.split()) for line in trg] == [e.trg for e in ours]
     kept = len((tmp_path / "data" / "train.src").read_text(encoding="utf-8").splitlines())
     assert 0 < kept < len(data.text["train"][0])  # the filter dropped the pairs our data module drops
+    if cap:  # fewer pairs than the uncapped module keeps
+        uncapped = ParallelDataModule(corpus="bible_en_es", src_lang="en", trg_lang="es", tokenizer="bpe",
+                                      vocab_size=300, min_freq=2, max_length=12)  # fmt: skip
+        uncapped.setup()
+        assert kept < len(uncapped.datasets["train"].examples)
     counts = dict(line.split("\t") for line in (tmp_path / "data" / "vocab.trg").read_text().splitlines())
     trained = [p for line in (tmp_path / "data" / "train.trg").read_text().splitlines() for p in line.split()]
     assert sum(map(int, counts.values())) == len(trained)

@@ -1,20 +1,22 @@
 """OpenNMT-py's Luong general + input feeding on the Bible length study's data, scored like our cells.
 
     S2S_DATA_ROOT=DIR python benchmarks/peers/bible_onmt.py --work PEER_DIR --onmt ONMT_VENV/bin [--steps 1600]
+        [--train-max-words 30]
         [--out docs/results/bible_en_es_attention/onmt_general]
 
 The peer sees what our Bible cells see (experiments/bible_en_es/base.yaml): the BPE pieces of our data
-module (8k per side, trained on train), the training pairs it keeps (at most 80 pieces a side), the
-same sizes (embeddings 256, biGRU 256 per direction, GRU decoder 512, dropout 0.2), Adam 1e-3, the loss
-averaged over target tokens (``normalization: tokens``; OpenNMT-py's default sums per sentence, which makes
-the gradient about 35 times larger here, so that the clipping below would act on every update), gradient
-norm clipped at 1, batches of 64 pairs and the same number of updates. What stays OpenNMT-py's own, as
-its users run it: its initialisation (uniform ±0.1), its bridge (``bridge: true``, a ReLU layer, where
-ours is tanh) and Luong's unscaled general score. A checkpoint every 200 updates is decoded greedily
-on the whole dev split (our validation), the one with the best dev perplexity (our ``best.ckpt``) on
-test with beam 5 and Wu et al.'s length penalty α = 0.6; the pieces are joined back with our
-tokenizer and scored with sacreBLEU's defaults against the raw references, overall and per 10-word
-source bucket (:func:`seq2seq_attn.metrics.text_score_table`), as our cells are.
+module (8k per side, trained on train), the training pairs it keeps (at most 80 pieces a side; with
+``--train-max-words``, as a capped cell, at most that many words a side), the same sizes (embeddings 256,
+biGRU 256 per direction, GRU decoder 512, dropout 0.2), Adam 1e-3, the loss averaged over target tokens
+(``normalization: tokens``; OpenNMT-py's default sums per sentence, which makes the gradient about 35 times
+larger here, so that the clipping below would act on every update), gradient norm clipped at 1, batches of
+64 pairs and the same number of updates. What stays OpenNMT-py's own, as its users run it: its
+initialisation (uniform ±0.1), its bridge (``bridge: true``, a ReLU layer, where ours is tanh) and Luong's
+unscaled general score. A checkpoint every 200 updates is decoded greedily on the whole dev split (our
+validation), the one with the best dev perplexity (our ``best.ckpt``) on test with beam 5 and Wu et al.'s
+length penalty α = 0.6; the pieces are joined back with our tokenizer and scored with sacreBLEU's defaults
+against the raw references, overall and per 10-word source bucket
+(:func:`seq2seq_attn.metrics.text_score_table`), as our cells are.
 
 Writes a cell folder like our ablation cells' into ``--out``: ``cell.json``, ``result.json`` and
 ``test_results.json`` (overall and per bucket), ``test_translations.jsonl.gz`` (what the statistics read) and
@@ -173,10 +175,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=1600)
     parser.add_argument("--every", type=int, default=200)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--train-max-words", type=int, help="train on pairs of at most this many words (a cap)")
     args = parser.parse_args()
     work, onmt, out = Path(args.work).resolve(), Path(args.onmt).resolve(), Path(args.out)
     data = ParallelDataModule(corpus="bible_en_es", src_lang="en", trg_lang="es", tokenizer="bpe", vocab_size=8000,
-                              min_freq=2, max_length=80)  # fmt: skip
+                              min_freq=2, max_length=80, train_max_words=args.train_max_words)  # fmt: skip
     data.setup()  # reads the dev and test text too
     export(data, work)
     (work / "run").mkdir(exist_ok=True)
@@ -209,7 +212,8 @@ def main() -> None:
     training = {"fit_seconds": round(train_seconds, 1), "steps": args.steps, "stopped_by": "trainer.max_steps",
                 "stopped_short": None, "hit_cap": None, "best_step": best, "precision": "32-true"}  # fmt: skip
     write_json(out / "result.json", {**results, **training})
-    write_json(out / "cell.json", {"name": CELL, "overrides": {**OVERRIDES, "seed_everything": args.seed}})
+    cap = {"data.init_args.train_max_words": args.train_max_words} if args.train_max_words else {}
+    write_json(out / "cell.json", {"name": CELL, "overrides": {**OVERRIDES, **cap, "seed_everything": args.seed}})
     write_jsonl_gz(out / "test_translations.jsonl.gz", rows)
     write_json(out / "environment.json", environment_info())
     (out / "onmt_general.yaml").write_text(config.read_text().replace(str(work), "PEER_DIR"))
