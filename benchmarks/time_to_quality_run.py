@@ -111,7 +111,9 @@ def run_onmt(work: Path, onmt: Path, steps: int, seed: int) -> Path:
     command = [sys.executable, str(ROOT / "benchmarks/peers/bible_onmt.py"), "--work", str(work / "onmt_work"),
                "--onmt", str(onmt), "--steps", str(steps), "--every", "400", "--seed", str(seed),
                "--train-max-words", "30", "--out", str(out)]  # fmt: skip
-    subprocess.run(command, check=True)
+    code = subprocess.run(command).returncode
+    if code:
+        raise SystemExit(f"OpenNMT-py's run failed (exit {code}): see {work / 'onmt_work' / 'run' / 'stdout.log'}")
     return out
 
 

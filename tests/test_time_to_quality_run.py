@@ -73,3 +73,11 @@ def test_a_cell_is_ended_at_its_first_validation_on_target(script, tmp_path, mon
     before = (cell / "val_history.jsonl").read_text()
     assert script.train_to(grid_file, out, goal=9.0) == cell  # run again: reached earlier, nothing launched
     assert (cell / "val_history.jsonl").read_text() == before
+
+
+def test_a_failed_peer_run_is_one_line_naming_its_log(script, tmp_path):
+    with pytest.raises(SystemExit) as stop:  # no OpenNMT-py in that folder: the peer's script fails
+        script.run_onmt(tmp_path, tmp_path / "no_venv" / "bin", steps=400, seed=1)
+    message = str(stop.value)
+    assert message.startswith("OpenNMT-py's run failed (exit 1): see ") and "\n" not in message
+    assert message.endswith(str(tmp_path / "onmt_work" / "run" / "stdout.log"))
