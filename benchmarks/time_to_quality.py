@@ -1,6 +1,7 @@
 """Time to quality: wall-clock minutes until dev BLEU first reaches a target, beside the final test BLEU.
 
     python benchmarks/time_to_quality.py --reference CELL [CELL ...] --cells CELL [CELL ...] [--less 0.5] [--curves]
+        [--stopping]
 
 The measure that users of training systems compare (MLPerf's training benchmarks): how long a recipe takes
 to get a model to a given quality, at an equal final score. Each CELL is a finished cell folder of
@@ -17,7 +18,11 @@ validations record their seconds). Cells are named by study and cell, so that th
 (today's protocol and a new recipe) tells apart. Minutes compare only between cells that ran on the same
 machine with nothing else on its cores, in one invocation; the table names each cell's CPU and precision
 so that a mixed table cannot pass unnoticed. ``--curves`` adds each cell's dev BLEU per update, side by side
-(cell 1, 2, ... in the order of ``--cells``).
+(cell 1, 2, ... in the order of ``--cells``). ``--stopping`` replays other early-stopping rules on each cell's
+validations (Lightning's EarlyStopping on dev BLEU: a validation improves only if it beats the best so far by
+more than ``min_delta``; training stops after ``patience`` validations without one): where each rule would have
+stopped, its minutes, and the best dev BLEU by then (what ``best.ckpt`` would hold). Training up to that stop is
+the cell's own, so the replay is exact for everything but the test BLEU of that earlier checkpoint.
 """
 
 import argparse
@@ -123,6 +128,44 @@ def curves(histories: list[list[dict]], names: list[str]) -> str:
     return "\n".join(lines)
 
 
+def stop_of(history: list[dict], patience: int, min_delta: float = 0.0) -> Optional[dict]:
+    """The validation at which EarlyStopping(monitor dev BLEU, mode max, ``patience``, ``min_delta``) would have
+    stopped the cell (None: not within its validations), with the best dev BLEU up to there and its update (what
+    ``best.ckpt``, which knows no ``min_delta``, would hold)."""
+    best, waited = None, 0
+    for i, record in enumerate(history):
+        bleu = record["overall"]["bleu"]
+        if best is None or bleu - min_delta > best:
+            best, waited = bleu, 0
+        else:
+            waited += 1
+            if waited >= patience:
+                kept = max(history[: i + 1], key=lambda r: r["overall"]["bleu"])
+                return {"update": record["step"], "seconds": record.get("seconds"),
+                        "best dev BLEU": kept["overall"]["bleu"], "best update": kept["step"]}  # fmt: skip
+    return None
+
+
+RULES = [(4, 0.0), (3, 0.0), (2, 0.0), (4, 0.05), (4, 0.1)]  # (patience, min_delta); the first is the protocol's
+
+
+def stopping(histories: list[list[dict]], names: list[str]) -> str:
+    """Per cell and rule (:data:`RULES`), the update (minutes) it would stop at and the best dev BLEU by then."""
+    head = [f"patience {p}" + (f", min_delta {d}" if d else "") for p, d in RULES]
+    lines = ["| cell | " + " | ".join(head) + " |", "|" + "---|" * (len(head) + 1)]
+    for name, history in zip(names, histories):
+        values = []
+        for patience, delta in RULES:
+            stop = stop_of(history, patience, delta)
+            if stop is None:
+                values.append(f"not by {history[-1]['step']:,}")
+                continue
+            minutes = "" if stop["seconds"] is None else f" ({stop['seconds'] / 60:.1f})"
+            values.append(f"{stop['update']:,}{minutes}: {stop['best dev BLEU']:.2f} at {stop['best update']:,}")
+        lines.append(f"| {name} | " + " | ".join(values) + " |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reference", nargs="+", type=Path, required=True, help="today's protocol: one cell per seed")
@@ -130,6 +173,7 @@ def main() -> None:
     parser.add_argument("--less", type=float, default=0.5, help="the target lies this far below the best dev BLEU")
     parser.add_argument("--json", type=Path, help="also write the rows here")
     parser.add_argument("--curves", action="store_true", help="also print every cell's dev BLEU per update")
+    parser.add_argument("--stopping", action="store_true", help="also replay other early-stopping rules per cell")
     args = parser.parse_args()
     for cell in [*args.reference, *args.cells]:
         if not (cell / VAL_HISTORY).is_file():
@@ -141,6 +185,9 @@ def main() -> None:
     if args.curves:
         print("\ndev BLEU per update\n")
         print(curves([histories[cell] for cell in args.cells], [f"cell {i}" for i in range(1, len(args.cells) + 1)]))
+    if args.stopping:
+        print("\nearly stopping replayed: stop update (minutes): best dev BLEU at its update\n")
+        print(stopping([histories[cell] for cell in args.cells], [f"cell {i}" for i in range(1, len(args.cells) + 1)]))
     if args.json:
         args.json.write_text(json.dumps({"target": goal, "rows": rows}, indent=1) + "\n", encoding="utf-8")
 

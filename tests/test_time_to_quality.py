@@ -64,3 +64,29 @@ def test_a_cell_without_dev_bleu_is_named_in_one_line(tmp_path):
     out = run("--reference", str(reference), "--cells", str(reference), str(toy))
     assert out.returncode != 0 and "no dev BLEU in val_history.jsonl: pass cells of a text corpus" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_early_stopping_replayed_as_lightning_decides_it(tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("time_to_quality", SCRIPT)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+
+    def history(bleus):
+        return [{"step": 400 * (i + 1), "seconds": 60.0 * (i + 1), "overall": {"bleu": b}} for i, b in enumerate(bleus)]
+
+    bleus = [10.0, 15.0, 15.04, 14.0, 15.2, 15.1, 15.0, 14.9, 15.25, 15.0]
+    # patience 2: 15.04 is new, 14.0 waits, 15.2 is new, 15.1 and 15.0 wait: stops at the 7th validation
+    assert script.stop_of(history(bleus), 2) == {"update": 2800, "seconds": 420.0, "best dev BLEU": 15.2,
+                                                 "best update": 2000}  # fmt: skip
+    assert script.stop_of(history(bleus), 3)["update"] == 3200 and script.stop_of(history(bleus), 4) is None
+    # min_delta 0.1: 15.05 is no improvement on 15.0, so the wait goes on through it, yet best.ckpt holds it
+    small = [10.0, 15.0, 15.05, 14.0, 14.0, 14.0, 16.0]
+    assert script.stop_of(history(small), 4) is None
+    assert script.stop_of(history(small), 4, 0.1) == {"update": 2400, "seconds": 360.0, "best dev BLEU": 15.05,
+                                                      "best update": 1200}  # fmt: skip
+    reference = cell(tmp_path / "a", bleus, 16.0)
+    out = run("--reference", str(reference), "--cells", str(reference), "--stopping")
+    assert out.returncode == 0, out.stderr
+    assert "| cell 1 | not by 4,000 | 3,200 (40.0): 15.20 at 2,000 | 2,800 (35.0): 15.20 at 2,000 |" in out.stdout
