@@ -37,6 +37,13 @@ from seq2seq_attn.ablation.report import cpu_of
 from seq2seq_attn.results import VAL_HISTORY, read_json
 
 
+def check_cells(cells: list[Path]) -> None:
+    """Stop in one line at the first folder that is no cell (no ``val_history.jsonl``)."""
+    for cell in cells:
+        if not (cell / VAL_HISTORY).is_file():
+            raise SystemExit(f"{cell}: no {VAL_HISTORY}: pass finished cell folders (…/cells/<cell>)")
+
+
 def dev_bleu(cell: Path) -> list[dict]:
     """The cell's validations with a dev BLEU, one per update in order (a resumed cell's repeats merged)."""
     return [r for r in read_history(cell) if "bleu" in r.get("overall", {})]
@@ -175,19 +182,18 @@ def main() -> None:
     parser.add_argument("--curves", action="store_true", help="also print every cell's dev BLEU per update")
     parser.add_argument("--stopping", action="store_true", help="also replay other early-stopping rules per cell")
     args = parser.parse_args()
-    for cell in [*args.reference, *args.cells]:
-        if not (cell / VAL_HISTORY).is_file():
-            raise SystemExit(f"{cell}: no {VAL_HISTORY}: pass finished cell folders (…/cells/<cell>)")
+    check_cells([*args.reference, *args.cells])
     histories = {cell: dev_bleu(cell) for cell in [*args.reference, *args.cells]}  # each read once
     goal = target(histories, args.reference, args.less)
     rows = [row(cell, histories[cell], goal) for cell in args.cells]
     print(table(rows, goal))
+    timed, names = [histories[cell] for cell in args.cells], [f"cell {i}" for i in range(1, len(args.cells) + 1)]
     if args.curves:
         print("\ndev BLEU per update\n")
-        print(curves([histories[cell] for cell in args.cells], [f"cell {i}" for i in range(1, len(args.cells) + 1)]))
+        print(curves(timed, names))
     if args.stopping:
         print("\nearly stopping replayed: stop update (minutes): best dev BLEU at its update\n")
-        print(stopping([histories[cell] for cell in args.cells], [f"cell {i}" for i in range(1, len(args.cells) + 1)]))
+        print(stopping(timed, names))
     if args.json:
         args.json.write_text(json.dumps({"target": goal, "rows": rows}, indent=1) + "\n", encoding="utf-8")
 

@@ -43,7 +43,7 @@ from seq2seq_attn.ablation.grid import Grid
 from seq2seq_attn.ablation.runner import cell_dir
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from time_to_quality import dev_bleu, row, table, target  # noqa: E402
+from time_to_quality import check_cells, dev_bleu, row, table, target  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 EXPERIMENTS = ROOT / "experiments"
@@ -135,10 +135,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.onmt and args.model != "general":
         raise SystemExit("--onmt trains OpenNMT-py's Luong general model: pass --model general, or leave out --onmt")
-    if args.reference:
-        missing = [str(c) for c in args.reference if not (c / "val_history.jsonl").is_file()]
-        if missing:
-            raise SystemExit(f"no val_history.jsonl in {missing}: pass finished cell folders (…/cells/<cell>)")
+    check_cells(args.reference or [])
     goal_bleu = (
         args.target
         if args.target is not None
