@@ -13,12 +13,13 @@ the cores (start it on a quiet machine): the cells of ``benchmarks/time_to_quali
 that ran on other days, other CPUs, some beside other jobs. The target is the mean best dev BLEU of the
 ``--reference`` cells (today's converge protocol, one per seed) less ``--less`` (or ``--target`` itself).
 
-1. ``converge``: one cell of ``experiments/bible_en_es/converge.yaml`` (cap 30) through ``seq2seq-attn
-   ablate``, ended as soon as a validation reaches the target (the runner's cells die with it).
-2. ``fast``: the same cell with ``experiments/bible_en_es/fast.yaml`` on top, ended the same way.
-3. ``onmt`` (Luong general only, with ``--onmt``): ``benchmarks/peers/bible_onmt.py`` on the same capped
+1. ``onmt`` (Luong general only, with ``--onmt``): ``benchmarks/peers/bible_onmt.py`` on the same capped
    pairs and pieces for ``--onmt-steps`` updates, a checkpoint every 400 decoded on dev afterwards; its clock
    at a checkpoint is OpenNMT-py's training clock plus the dev decodes so far, as ours includes validation.
+   It goes first because it cannot resume: a session cut short loses the least.
+2. ``converge``: one cell of ``experiments/bible_en_es/converge.yaml`` (cap 30) through ``seq2seq-attn
+   ablate``, ended as soon as a validation reaches the target (the runner's cells die with it).
+3. ``fast``: the same cell with ``experiments/bible_en_es/fast.yaml`` on top, ended the same way.
 
 Each part's clock is what its ``val_history.jsonl`` records at the first validation at or above the target
 (training and validation, over every attempt of a resumed cell). Running the command again skips a part
@@ -144,10 +145,10 @@ def main() -> None:
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
     print(f"target: dev BLEU {goal_bleu:.2f}; {args.model}, seed {args.seed}; runs in {work}", flush=True)
+    peer = {"onmt": run_onmt(work, args.onmt.resolve(), args.onmt_steps, args.seed)} if args.onmt else {}
     cells = {recipe: train_to(write_grid(work, recipe, args.model, args.seed), work / recipe, goal_bleu)
              for recipe in RECIPES}  # fmt: skip
-    if args.onmt:
-        cells["onmt"] = run_onmt(work, args.onmt.resolve(), args.onmt_steps, args.seed)
+    cells.update(peer)
     rows = {name: row(cell, dev_bleu(cell), goal_bleu) for name, cell in cells.items()}
     print()
     print(table(list(rows.values()), goal_bleu))
