@@ -33,6 +33,13 @@ def test_each_recipe_trains_the_cell_of_the_fast_recipe_grid(script, tmp_path, r
     assert grid.configs[-1].name == "fast.yaml" and cell in grid.cells()[0]
 
 
+def test_a_seed_beyond_the_grid_keeps_the_grid_cell_and_changes_the_seed_alone(script, tmp_path):
+    (ours,) = Grid.load(script.write_grid(tmp_path, "converge", "additive", seed=7)).cells()[0]
+    (cell,) = [c for c in Grid.load(script.GRID).cells()[0] if c.as_dict()["model.attention"] == "additive"][:1]
+    assert ours.as_dict() == {**cell.as_dict(), "seed_everything": 7}
+    assert [key for key, _ in ours.overrides] == [key for key, _ in cell.overrides]  # the same cell folder name
+
+
 def history(cell: Path, bleus: list[float], tail: str = "") -> None:
     cell.mkdir(parents=True, exist_ok=True)
     lines = [{"step": 400 * (i + 1), "seconds": 60.0 * (i + 1), "overall": {"bleu": b}} for i, b in enumerate(bleus)]
@@ -81,3 +88,11 @@ def test_a_failed_peer_run_is_one_line_naming_its_log(script, tmp_path):
     message = str(stop.value)
     assert message.startswith("OpenNMT-py's run failed (exit 1): see ") and "\n" not in message
     assert message.endswith(str(tmp_path / "onmt_work" / "run" / "stdout.log"))
+
+
+def test_a_peer_below_the_target_gives_a_bound_not_a_ratio(script):
+    fast = {"minutes to target": 21.0, "minutes to last": 75.0}
+    assert script.ratio(fast, {"minutes to target": 42.0, "minutes to last": 57.0}) == "0.50×"
+    below = {"minutes to target": None, "minutes to last": 105.0}
+    assert script.ratio(fast, below) == "< 0.20× (it ended below the target after 105.0 minutes)"
+    assert script.ratio(below, fast) == "-"
