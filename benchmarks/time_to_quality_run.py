@@ -57,11 +57,8 @@ def write_grid(work: Path, recipe: str, model: str, seed: int) -> Path:
     grid = Grid.load(GRID)
     configs = grid.configs if recipe == "fast" else [c for c in grid.configs if c.name != "fast.yaml"]
     flow, attention = MODELS[model]
-    cell = next(
-        c.as_dict()
-        for c in grid.cells()[0]
-        if (c.as_dict().get("model.flow"), c.as_dict().get("model.attention")) == (flow, attention)
-    )
+    cells = [c.as_dict() for c in grid.cells()[0]]
+    cell = next(c for c in cells if (c.get("model.flow"), c.get("model.attention")) == (flow, attention))
     spec = {"name": f"time_to_quality_{recipe}", "configs": [str(c) for c in configs], "metric": grid.metric,
             "fixed": grid.fixed, "grid": [{key: [seed if key == "seed_everything" else value]
                                            for key, value in cell.items()}]}  # fmt: skip
@@ -151,10 +148,9 @@ def main() -> None:
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
     print(f"target: dev BLEU {goal_bleu:.2f}; {args.model}, seed {args.seed}; runs in {work}", flush=True)
-    peer = {"onmt": run_onmt(work, args.onmt.resolve(), args.onmt_steps, args.seed)} if args.onmt else {}
-    cells = {recipe: train_to(write_grid(work, recipe, args.model, args.seed), work / recipe, goal_bleu)
-             for recipe in RECIPES}  # fmt: skip
-    cells.update(peer)
+    cells = {"onmt": run_onmt(work, args.onmt.resolve(), args.onmt_steps, args.seed)} if args.onmt else {}
+    for recipe in RECIPES:
+        cells[recipe] = train_to(write_grid(work, recipe, args.model, args.seed), work / recipe, goal_bleu)
     rows = {name: row(cell, dev_bleu(cell), goal_bleu) for name, cell in cells.items()}
     print()
     print(table(list(rows.values()), goal_bleu))

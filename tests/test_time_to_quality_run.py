@@ -35,7 +35,7 @@ def test_each_recipe_trains_the_cell_of_the_fast_recipe_grid(script, tmp_path, r
 
 def test_a_seed_beyond_the_grid_keeps_the_grid_cell_and_changes_the_seed_alone(script, tmp_path):
     (ours,) = Grid.load(script.write_grid(tmp_path, "converge", "additive", seed=7)).cells()[0]
-    (cell,) = [c for c in Grid.load(script.GRID).cells()[0] if c.as_dict()["model.attention"] == "additive"][:1]
+    cell = next(c for c in Grid.load(script.GRID).cells()[0] if c.as_dict()["model.attention"] == "additive")
     assert ours.as_dict() == {**cell.as_dict(), "seed_everything": 7}
     assert [key for key, _ in ours.overrides] == [key for key, _ in cell.overrides]  # the same cell folder name
 
