@@ -16,12 +16,14 @@ A checkpoint holds the average as its ``state_dict`` (what :func:`~seq2seq_attn.
 ``test`` load) and the raw weights beside it, so a killed run resumes both exactly.
 """
 
+from pathlib import Path
 from typing import Any, Callable
 
 import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import WeightAveraging
 from pytorch_lightning.trainer.states import TrainerFn
+from torch.optim.swa_utils import AveragedModel
 
 from seq2seq_attn.errors import ConfigError
 
@@ -77,3 +79,64 @@ class ExponentialAverage(WeightAveraging):
                     f"resume with the checkpoint's {name}, or start a new run"
                 )
         super().load_state_dict(state_dict)
+
+
+SNAPSHOTS = "average_snapshots"  # AverageSnapshots' folder in the run folder
+
+
+class AverageSnapshots(pl.Callback):
+    """Averages of other horizons carried beside training, for a screen of the horizon in one run.
+
+    One moving average per ``warmup``, kept exactly as :class:`ExponentialAverage` keeps its own (the same
+    :func:`ema_update` after every update, weights only, with its ``decay``), each written every ``every`` updates to
+    ``average_snapshots/warmup<w>/step<n>.pt`` in the run folder. Validation, early stopping and checkpoints never
+    see them; ``benchmarks/average_horizon.py`` validates them afterwards.
+
+    Args:
+        warmups: one average per value, as :class:`ExponentialAverage`'s ``warmup`` (its own value repeats the
+            validated average: a check).
+        every: write the averages every this many updates (the validation interval, to compare with it).
+    """
+
+    def __init__(self, warmups: list[float], every: int = 400) -> None:
+        if not warmups or len(set(warmups)) != len(warmups) or min(warmups) <= 1.0:
+            raise ConfigError(f"AverageSnapshots warmups must be distinct and above 1, got {warmups}: e.g. [10, 20]")
+        if every < 1:
+            raise ConfigError(f"AverageSnapshots every must be a positive number of updates, got {every}: e.g. 400")
+        self.warmups, self.every = [float(w) for w in warmups], every
+        self.averages: dict[float, AveragedModel] = {}
+        self.folder, self.latest = Path(SNAPSHOTS), 0
+
+    def setup(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule", stage: str) -> None:
+        if stage != "fit":
+            return
+        validated = [c for c in trainer.callbacks if isinstance(c, ExponentialAverage)]
+        if len(validated) != 1:
+            raise ConfigError(
+                "AverageSnapshots carries averages beside the validated one: add one "
+                "seq2seq_attn.averaging.ExponentialAverage to trainer.callbacks (as fast.yaml does)"
+            )
+        self.folder, self.latest = Path(trainer.log_dir or trainer.default_root_dir) / SNAPSHOTS, 0
+        self.averages = {  # as WeightAveraging builds its average: weights only, the buffers are constants
+            w: AveragedModel(pl_module, use_buffers=False, multi_avg_fn=ema_update(validated[0].decay, w))
+            for w in self.warmups
+        }
+
+    def on_train_batch_end(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule", *args: Any) -> None:
+        step = trainer.global_step
+        if step <= self.latest:
+            return
+        self.latest = step
+        for w, average in self.averages.items():
+            average.update_parameters(pl_module)  # the raw weights: a validation swaps the average in only later
+            if step % self.every == 0 and trainer.is_global_zero:
+                folder = self.folder / f"warmup{w:g}"
+                folder.mkdir(parents=True, exist_ok=True)
+                torch.save(average.module.state_dict(), folder / f"step{step}.pt")
+
+    def on_load_checkpoint(self, trainer: "pl.Trainer", pl_module: "pl.LightningModule", checkpoint: dict) -> None:
+        if trainer.state.fn == TrainerFn.FITTING:
+            raise ConfigError(
+                "AverageSnapshots cannot resume a fit (its averages are not checkpointed): delete the run's "
+                f"checkpoints/last.ckpt and {SNAPSHOTS}/ to train the screen from its start"
+            )
