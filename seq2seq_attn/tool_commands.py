@@ -15,7 +15,11 @@ def ablate_command(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="seq2seq-attn ablate", description="Run a grid of experiments, resumably.")
     parser.add_argument("grid", help="grid file, e.g. experiments/ablations/toy_reverse.yaml")
     parser.add_argument("--out", help="run folder (default: $S2S_RUNS_ROOT/ablations/<grid name>, else runs/...)")
-    parser.add_argument("--publish", metavar="DIR", help="copy each finished cell's small files here as it lands")
+    parser.add_argument(
+        "--publish",
+        metavar="DIR",
+        help="copy each finished cell's small files here as it lands; cells finished here are not run again",
+    )
     parser.add_argument(
         "--set",
         metavar="KEY=VALUE",

@@ -348,7 +348,7 @@ def test_a_cell_killed_midway_continues_from_its_last_checkpoint_to_the_same_res
     assert retested["checkpoint"].endswith("best.ckpt") and retested["best_step"] <= retested["steps"]
 
 
-def test_runs_root_and_publish_keep_checkpoints_out_of_the_published_folder(tmp_path, monkeypatch):
+def test_runs_root_and_publish_keep_checkpoints_out_of_the_published_folder(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("S2S_RUNS_ROOT", str(tmp_path / "runs"))
     monkeypatch.chdir(tmp_path)
     grid = write_grid(tmp_path, {"model.attention": ["dot", "general"]})
@@ -360,6 +360,14 @@ def test_runs_root_and_publish_keep_checkpoints_out_of_the_published_folder(tmp_
         assert not any(p.suffix == ".ckpt" for p in (tmp_path / "docs").rglob("*"))
         assert (out / "cells" / name / "checkpoints" / "best.ckpt").is_file()
     assert (tmp_path / "docs" / "summary.md").read_text() == (out / "summary.md").read_text()
+    # a new run folder (a fresh machine) goes on from the published cells: none is trained again
+    summary = (tmp_path / "docs" / "summary.md").read_text()
+    capsys.readouterr()
+    again = ablate(str(grid), str(tmp_path / "fresh"), jobs=1, publish=str(tmp_path / "docs"))
+    assert f"2 cells, 0 finished earlier, 2 finished in {tmp_path / 'docs'}, 0 failed earlier, 0 to run" in (
+        capsys.readouterr().out
+    )
+    assert not (again / "cells").exists() and (tmp_path / "docs" / "summary.md").read_text() == summary
     with pytest.raises(ConfigError, match="is the run folder itself"):
         ablate(str(grid), str(out), jobs=1, publish=str(out))
 

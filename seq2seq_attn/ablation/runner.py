@@ -10,7 +10,7 @@ Layout of the output folder::
 
     DIR/grid.yaml                 the grid that was run (copied)
     DIR/cells/<cell>/cell.json    the cell's overrides
-    DIR/cells/<cell>/result.json  written last by a finished cell (never run again)
+    DIR/cells/<cell>/result.json  written last by a finished cell (never run again, nor when it is in --publish)
     DIR/cells/<cell>/error.json   a failed cell's one-line error (+ traceback)
     DIR/cells/<cell>/log.txt      the cell's output (appended to when a killed cell resumes)
     DIR/cells/<cell>/checkpoints/ best.ckpt, last.ckpt: a killed cell continues from last.ckpt
@@ -187,7 +187,8 @@ def ablate(
     """Run what is missing of the grid, then write the results table, summary and plots.
 
     ``publish``: a second folder (in a repository, say) that receives each finished cell's small files as it
-    lands, and the report at the end, while checkpoints and logs stay in ``out``. ``settings``: overrides
+    lands, and the report at the end, while checkpoints and logs stay in ``out``; a cell already finished
+    there is not run again, so a grid goes on from its committed cells in a new run folder. ``settings``: overrides
     for every cell on top of the grid's ``fixed`` (``{"trainer.accelerator": "gpu"}`` runs the same cells on a
     GPU); like ``fixed`` they are not part of the cells' names, and each cell's config.yaml records them.
     ``threads``: OpenMP threads per cell; by default the cores are shared among the cells that run at once,
@@ -209,10 +210,15 @@ def ablate(
     for reason, names in reasons.items():
         print(f"skipping {len(names)} combination(s), e.g. {names[0]}: {reason}")
     states = {cell: status(out_dir, cell) for cell in cells}
+    for cell in cells:  # a fresh machine goes on from the committed cells: those published are not run again
+        if states[cell] != "done" and publish_dir is not None and status(publish_dir, cell) == "done":
+            states[cell] = "published"
     todo = [c for c in cells if states[c] == "missing" or (retry_failed and states[c] == "failed")]
-    counts = {s: list(states.values()).count(s) for s in ("done", "failed")}
+    counts = {s: list(states.values()).count(s) for s in ("done", "published", "failed")}
+    published = f", {counts['published']} finished in {publish_dir}" if counts["published"] else ""
     print(
-        f"{grid.name}: {len(cells)} cells, {counts['done']} finished earlier, {counts['failed']} failed earlier"
+        f"{grid.name}: {len(cells)} cells, {counts['done']} finished earlier{published}, "
+        f"{counts['failed']} failed earlier"
         f"{' (rerun with --retry-failed)' if counts['failed'] and not retry_failed else ''}, {len(todo)} to run"
     )
     if dry_run:
