@@ -145,10 +145,27 @@ def test_training_table_names_each_cells_cpu_and_its_bf16_instructions(tmp_path)
         (folder / "result.json").write_text(json.dumps(result))
         if machine:  # "old": a cell published without its environment.json
             (folder / "environment.json").write_text(json.dumps({"cpu": {"model": machine[0], "flags": machine[1]}}))
-    rows = {line.split(" | ")[0].strip("|` "): line for line in convergence_table(tmp_path).splitlines()[2:]}
+    table = convergence_table(tmp_path).splitlines()
+    rows = {line.split(" | ")[0].strip("|` "): line for line in table[2:] if line.startswith("|")}
     assert rows["zen4"].endswith("| 32-true | AMD EPYC (family 25, model 17), AVX-512 BF16 |")
     assert rows["zen3"].endswith("| AMD EPYC (family 25, model 1), no bf16 instructions |")
-    assert rows["old"].endswith("| 10 | 32-true | - |")
+    assert rows["old"].endswith("| 10 | - | 32-true | - |")  # 600 s of training; no test time recorded
+
+
+def test_training_table_adds_up_the_grids_machine_time(tmp_path):
+    from seq2seq_attn.ablation.report import convergence_table
+
+    for cell, (train, test) in {"a": (5400.0, 300.0), "b": (3600.0, 60.0), "c": (None, 120.0)}.items():
+        folder = tmp_path / "cells" / cell
+        folder.mkdir(parents=True)
+        result = {"stopped_by": "patience", "steps": 800, "best_step": 400, "fit_seconds": 1800.0,
+                  "test_seconds": test}  # fmt: skip
+        if train is not None:  # "c": a cell from before train_seconds was recorded counts its fit_seconds
+            result["train_seconds"] = train
+        (folder / "result.json").write_text(json.dumps(result))
+    table = convergence_table(tmp_path).splitlines()
+    assert table[2].startswith("| `a` | patience | 800 | 400 | 90 | 5 |")
+    assert table[-1].startswith("Total: 3 cells, 3.0 hours of training and 0.1 of testing")
 
 
 def test_alignment_is_drawn_against_each_flows_own_convention():

@@ -249,21 +249,30 @@ def short_cells(out: Path, key: str = "stopped_short") -> list[str]:
 
 
 def convergence_table(out: Path) -> str:
-    """Markdown: per cell, what stopped it, after how many updates and how long, its best update, its precision
-    and the CPU it trained on (cells of one grid may run on different machines)."""
-    rows = []
+    """Markdown: per cell, what stopped it, after how many updates and how long, its best update, the minutes
+    its test took, its precision and the CPU it trained on (cells of one grid may run on different machines),
+    then the grid's total machine time."""
+    rows, train_total, test_total = [], 0.0, 0.0
     for folder, result in finished_cells(out):
         if result.get("stopped_by") is None:
             continue  # a cell from before these fields were recorded
-        best, minutes = result.get("best_step"), result.get("train_seconds", result["fit_seconds"]) / 60
+        train = result.get("train_seconds", result["fit_seconds"])  # train_seconds sums every resumed fit
+        test = result.get("test_seconds")  # with the length-penalty search, if any
+        train_total, test_total = train_total + train, test_total + (test or 0.0)
+        best = result.get("best_step")
         cells = [f"`{folder.name}`", result["stopped_by"], f"{result['steps']:,}",
-                 "-" if best is None else f"{best:,}", f"{minutes:.0f}", result.get("precision", "-"),
+                 "-" if best is None else f"{best:,}", f"{train / 60:.0f}",
+                 "-" if test is None else f"{test / 60:.0f}", result.get("precision", "-"),
                  cpu_of(folder / "environment.json")]  # fmt: skip
         rows.append("| " + " | ".join(cells) + " |")
     if not rows:
         return ""
-    header = "| cell | stopped by | updates | best on dev at | training minutes | precision | CPU |"
-    return "\n".join([header, "|---|---|---|---|---|---|---|", *rows])
+    header = "| cell | stopped by | updates | best on dev at | training minutes | test minutes | precision | CPU |"
+    total = (
+        f"Total: {len(rows)} cells, {train_total / 3600:.1f} hours of training and {test_total / 3600:.1f} of "
+        "testing, each cell one process on its machine's cores (wall-clock time, validation included)."
+    )
+    return "\n".join([header, "|---|---|---|---|---|---|---|---|", *rows, "", total])
 
 
 BF16_FLAGS = {"avx512_bf16": "AVX-512 BF16", "amx_bf16": "AMX", "bf16": "BF16 (Arm)"}  # what makes bf16 pay on a CPU
