@@ -165,7 +165,7 @@ def test_training_table_adds_up_the_grids_machine_time(tmp_path):
         (folder / "result.json").write_text(json.dumps(result))
     table = convergence_table(tmp_path).splitlines()
     assert table[2].startswith("| `a` | patience | 800 | 400 | 90 | 5 |")
-    assert table[-1].startswith("Total: 3 cells, 3.0 hours of training and 0.1 of testing")
+    assert table[-1].startswith("Total: 3 cells, 3.0 hours of training and 8 minutes of testing")
 
 
 def test_alignment_is_drawn_against_each_flows_own_convention():

@@ -269,10 +269,16 @@ def convergence_table(out: Path) -> str:
         return ""
     header = "| cell | stopped by | updates | best on dev at | training minutes | test minutes | precision | CPU |"
     total = (
-        f"Total: {len(rows)} cells, {train_total / 3600:.1f} hours of training and {test_total / 3600:.1f} of "
-        "testing, each cell one process on its machine's cores (wall-clock time, validation included)."
+        f"Total: {len(rows)} cell{'s' * (len(rows) > 1)}, {duration(train_total)} of training and "
+        f"{duration(test_total)} of testing, each cell one process on its machine's cores (wall-clock time, "
+        "validation included)."
     )
     return "\n".join([header, "|---|---|---|---|---|---|---|---|", *rows, "", total])
+
+
+def duration(seconds: float) -> str:
+    """'3.0 hours' from an hour up, else '12 minutes'."""
+    return f"{seconds / 3600:.1f} hours" if seconds >= 3600 else f"{seconds / 60:.0f} minutes"
 
 
 BF16_FLAGS = {"avx512_bf16": "AVX-512 BF16", "amx_bf16": "AMX", "bf16": "BF16 (Arm)"}  # what makes bf16 pay on a CPU
