@@ -33,7 +33,7 @@ def has_translations(folder: Path) -> bool:
 
 
 REBUILD = [
-    pytest.param(p, marks=[pytest.mark.slow] if has_translations(p) else [], id=p.name)  # bootstrap: ~30 s
+    pytest.param(p, marks=[pytest.mark.slow] if has_translations(p) else [], id=p.name)  # text statistics: ~1 s a cell
     for p in PUBLISHED
 ]
 

@@ -11,6 +11,7 @@ from seq2seq_attn.stats import (
     paired_bootstrap,
     ratio_interval,
     sentence_statistics,
+    statistics_of,
     text_scorer,
 )
 
@@ -78,6 +79,39 @@ def test_bleus_factors_are_sacrebleus_brevity_penalty_inputs_and_precisions():
     longer = sentence_statistics("bleu", [h + " and more words" for h in hyps], refs).sum(0)  # no penalty
     assert text_scorer("bleu_precision")(longer) == pytest.approx(text_scorer("bleu")(longer), abs=1e-9)
     assert text_scorer("length_ratio")(longer) > 1
+
+
+def edge_rows(metric: str) -> np.ndarray:
+    """Summed statistics of real resamples, and the rows sacreBLEU treats apart: no output, no match, words but
+    no matching bigram (smoothed precisions), an order with no n-grams (a one-word output; chrF's effective order),
+    an output longer than its reference."""
+    hyps = ["the cat sat on the mat", "a dog runs in a park", "nothing like it", "", "dog", "x y z",
+            "sat the on cat mat", "dog", "cat sat on"]  # fmt: skip
+    refs = ["the cat sat on the mat today .", "a dog runs in the park", "something else entirely", "a b", "cat",
+            "p q r s", "the cat sat on the mat", "dogs run", "cat sat on the"]  # fmt: skip
+    stats = sentence_statistics(metric, hyps, refs)  # (6, K)
+    index = np.random.default_rng(0).integers(0, len(hyps), size=(200, len(hyps)))  # (200, 6) resamples
+    singles = np.eye(len(hyps)) @ stats  # each sentence alone
+    return np.concatenate([stats[index].sum(1), singles, stats.sum(0, keepdims=True), np.zeros((1, stats.shape[1]))])
+
+
+@pytest.mark.parametrize("metric", ["bleu", "chrf", "bleu_precision", "length_ratio"])
+def test_the_vectorised_text_scores_are_sacrebleus_row_by_row(metric):
+    score = text_scorer(metric)
+    rows = edge_rows(statistics_of(metric))  # (R, K)
+    expected = np.array([score(row) for row in rows])  # sacreBLEU, one call per row
+    assert len(set(expected.round(9))) > 20  # the rows are not all alike
+    assert (expected == 0).any()  # a row that scores 0 is among them
+    np.testing.assert_allclose(score.batch(rows), expected, rtol=1e-13, atol=1e-13)
+
+
+def test_resampled_sums_are_the_gathered_sums_of_integer_statistics():
+    from seq2seq_attn.stats import _resample_scores
+
+    stats = sentence_statistics("chrf", sentences(1, 50), sentences(0, 50))  # (50, K) counts
+    index = np.random.default_rng(3).integers(0, 50, size=(300, 50))  # (R, N)
+    total = lambda summed: float(summed @ np.arange(1, stats.shape[1] + 1))  # noqa: E731 every column weighed
+    assert np.array_equal(_resample_scores(total, stats, index), [total(row) for row in stats[index].sum(1)])
 
 
 def sentences(seed: int, n: int = 120) -> list[str]:
