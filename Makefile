@@ -8,6 +8,8 @@ BIN := $(VENV)/bin/
 PY := $(VENV)/bin/python
 endif
 STAMP := $(if $(BIN),$(VENV)/.installed,.installed-system)
+# the tests run in one process per logical CPU (pytest-xdist; each test keeps to one thread): TEST_JOBS=1 for one
+TEST_JOBS ?= logical
 
 .PHONY: setup demo test test-fast lint bench bench-peers clean
 setup: $(STAMP)
@@ -19,10 +21,10 @@ demo: setup  ## the main job: scorer ablation on the toy reverse task (CPU, minu
 	$(BIN)seq2seq-attn ablate experiments/ablations/toy_reverse.yaml --out runs/ablation_toy_reverse
 
 test: setup  ## the test suite (what CI runs)
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_JOBS) --dist worksteal
 
-test-fast: setup  ## the quick part of the suite (about 3 minutes on 2 cores): no slow or full-corpus tests
-	$(PY) -m pytest -q -m "not slow and not corpus"
+test-fast: setup  ## the quick part of the suite: no slow or full-corpus tests
+	$(PY) -m pytest -q -n $(TEST_JOBS) --dist worksteal -m "not slow and not corpus"
 
 lint: setup
 	$(BIN)ruff check seq2seq_attn tests benchmarks

@@ -1,6 +1,6 @@
 """Kill a converge-protocol cell at many points of its life; every rerun must end as the uninterrupted cell.
 
-    python benchmarks/fault_injection.py [--points N,...] [--keep DIR] [--average DECAY]
+    python benchmarks/fault_injection.py [--points N,...] [--keep DIR] [--average DECAY] [--jobs N]
 
 The cell is a real ``seq2seq_attn.ablation.cell`` process on the repository's Bible fixture corpus
 (tests/data/corpora) with the converge protocol in small: a tiny Luong-attention GRU with dropout, a
@@ -14,6 +14,8 @@ the uninterrupted one: what stopped it and at which update, the update of ``best
 metrics overall and per bucket, the tuned length penalty and the test translations. Prints one row per
 kill point and exits 1 if any differs. ``--average DECAY`` trains every cell with an exponential moving
 average of its weights (:class:`seq2seq_attn.averaging.ExponentialAverage`), which checkpoints carry too.
+The cells are independent processes of one thread each: ``--jobs`` of them run side by side (default: one
+per core).
 """
 
 import argparse
@@ -25,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
 
@@ -127,23 +130,30 @@ def differences(got: dict, want: dict) -> list[str]:
     return diffs + ([] if same_weights else ["best.ckpt weights"])
 
 
-def check(points: list[KillPoint], work: Path, extra: tuple = ()) -> list[dict]:
+def check(points: list[KillPoint], work: Path, extra: tuple = (), jobs: int = 0) -> list[dict]:
     """Run the uninterrupted cell and each kill point in ``work``; one row per kill point. ``extra``: callbacks
-    every attempt of every cell runs with (e.g. :func:`average`)."""
+    every attempt of every cell runs with (e.g. :func:`average`). The cells are independent, one thread each, so
+    ``jobs`` of them run side by side (default: one per core)."""
     plain = work / "uninterrupted"
-    run_cell(plain, [*extra])
-    want = outcome(plain)
-    if want["stopped_by"] != "patience":
-        raise RuntimeError(f"the uninterrupted cell must stop by patience, not {want['stopped_by']}")
-    rows = []
-    for number, point in enumerate(points):
-        folder = work / f"kill_{number}"
-        start = time.time()
-        attempts = run_cell(folder, [*point.callbacks, *extra])
-        got = outcome(folder)
-        rows.append({"point": point.name, "attempts": attempts, "expected_attempts": point.attempts,
-                     "differences": differences(got, want), "seconds": time.time() - start,
-                     "validations": len(got["validations"])})  # fmt: skip
+
+    def killed(number: int, point: KillPoint) -> tuple[Path, int, float]:
+        folder, start = work / f"kill_{number}", time.time()
+        return folder, run_cell(folder, [*point.callbacks, *extra]), time.time() - start
+
+    with ThreadPoolExecutor(jobs or len(os.sched_getaffinity(0))) as pool:
+        uninterrupted = pool.submit(run_cell, plain, [*extra])
+        runs = [pool.submit(killed, number, point) for number, point in enumerate(points)]
+        uninterrupted.result()
+        want = outcome(plain)
+        if want["stopped_by"] != "patience":
+            raise RuntimeError(f"the uninterrupted cell must stop by patience, not {want['stopped_by']}")
+        rows = []
+        for point, run in zip(points, runs):
+            folder, attempts, seconds = run.result()
+            got = outcome(folder)
+            rows.append({"point": point.name, "attempts": attempts, "expected_attempts": point.attempts,
+                         "differences": differences(got, want), "seconds": seconds,
+                         "validations": len(got["validations"])})  # fmt: skip
     return rows
 
 
@@ -152,11 +162,12 @@ def main() -> None:
     parser.add_argument("--points", help="comma-separated kill point numbers (default: all)")
     parser.add_argument("--keep", help="keep the run folders here (default: a temporary folder, removed)")
     parser.add_argument("--average", type=float, help="train every cell with a moving average of this decay")
+    parser.add_argument("--jobs", type=int, default=0, help="cells run side by side (default: one per core)")
     args = parser.parse_args()
     chosen = KILL_POINTS if not args.points else [KILL_POINTS[int(i)] for i in args.points.split(",")]
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="fault-injection-"))
     try:
-        rows = check(chosen, work, () if args.average is None else (average(args.average),))
+        rows = check(chosen, work, () if args.average is None else (average(args.average),), args.jobs)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
