@@ -16,7 +16,8 @@ os.environ["S2S_CACHE_DIR"] = tempfile.mkdtemp(prefix="s2s-cache-")
 # Real corpora only where the user or CI names a folder of them: the tests marked `corpus` read them
 # (S2S_DATA_ROOT=DIR make test). Every other test reads the small generated corpora in the
 # repository (tests/data/make_corpora.py), so a fresh clone with nothing beside it passes.
-CORPUS_ROOT = os.environ.get("S2S_DATA_ROOT")
+# The user's folder is kept in S2S_TEST_CORPUS_ROOT: pytest-xdist's workers inherit the environment set here.
+CORPUS_ROOT = os.environ.setdefault("S2S_TEST_CORPUS_ROOT", os.environ.get("S2S_DATA_ROOT", "")) or None
 FIXTURE_CORPORA = Path(__file__).resolve().parent / "data" / "corpora"
 os.environ["S2S_DATA_ROOT"] = str(FIXTURE_CORPORA)
 torch.set_num_threads(1)
