@@ -32,11 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _per_row_resample_scores(score, statistics: np.ndarray, index: np.ndarray) -> np.ndarray:
-    return np.array([score(row) for row in statistics[index].sum(1)])  # (R, N, K) gathered; R sacreBLEU calls
-
-
-def _per_row_scores(score, sums: np.ndarray) -> np.ndarray:
-    return np.array([score(row) for row in sums])
+    return stats._row_by_row(score, statistics[index].sum(1))  # (R, N, K) gathered; R sacreBLEU calls
 
 
 def _fresh_metric(metric: str, refs: tuple):
@@ -50,7 +46,7 @@ def per_row():
     """``seq2seq_attn.stats`` scoring every resample with its own sacreBLEU call."""
     saved = stats._resample_scores, stats._scores, stats._metric_with_references
     stats._resample_scores, stats._scores, stats._metric_with_references = (
-        _per_row_resample_scores, _per_row_scores, _fresh_metric)  # fmt: skip
+        _per_row_resample_scores, stats._row_by_row, _fresh_metric)  # fmt: skip
     try:
         yield
     finally:

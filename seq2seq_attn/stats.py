@@ -177,7 +177,12 @@ def _scores(score: Scorer, sums: np.ndarray) -> np.ndarray:
     """The score of each row of summed statistics ``(R, K)``: ``(R,)``, in one call where the scorer has a
     vectorised ``batch`` (:class:`TextScorer`)."""
     batch = getattr(score, "batch", None)
-    return batch(sums) if batch is not None else np.array([score(row) for row in sums])
+    return batch(sums) if batch is not None else _row_by_row(score, sums)
+
+
+def _row_by_row(score: Scorer, sums: np.ndarray) -> np.ndarray:
+    """The score of each row of summed statistics ``(R, K)``, one call per row: ``(R,)``."""
+    return np.array([score(row) for row in sums])
 
 
 class Interval(NamedTuple):
