@@ -64,8 +64,11 @@ def curve_styles(models: Sequence[str]) -> dict[str, dict]:
 
 
 def legend_below(fig, ax, ncol: int = 2, fontsize: int = 8) -> None:
-    """The legend of ``ax`` under the whole figure, where it hides no curve; after ``tight_layout``, and saved
-    with ``bbox_inches="tight"`` so that the picture grows to hold it."""
-    handles, labels = ax.get_legend_handles_labels()
+    """The legend of ``ax`` (an axis, or several: each label once) under the whole figure, where it hides no
+    curve; after ``tight_layout``, and saved with ``bbox_inches="tight"`` so that the picture grows to hold it."""
+    entries = {}  # label -> handle, in the order the axes draw them
+    for one in ax if isinstance(ax, Sequence) else [ax]:
+        for handle, label in zip(*one.get_legend_handles_labels()):
+            entries.setdefault(label, handle)
     below = {"loc": "upper center", "bbox_to_anchor": (0.5, 0.0), "frameon": False}
-    fig.legend(handles, labels, ncol=ncol, fontsize=fontsize, **below)
+    fig.legend(list(entries.values()), list(entries), ncol=ncol, fontsize=fontsize, **below)

@@ -99,6 +99,12 @@ def test_bad_grid_files_fail_in_one_line(tmp_path):
         Grid.load(bad)
     with pytest.raises(ConfigError, match="not found"):
         Grid.load(tmp_path / "missing.yaml")
+    for panels in ("[luong]", "{recurrent: luong + *}", "{recurrent: []}"):
+        bad.write_text(f"name: x\ngrid: {{model.flow: [luong]}}\npanels: {panels}\n")
+        with pytest.raises(ConfigError, match="'panels:' in .* must map each panel's title to a list"):
+            Grid.load(bad)
+    bad.write_text("name: x\ngrid: {model.flow: [luong]}\npanels: {recurrent: ['luong + *'], other: [transformer]}\n")
+    assert Grid.load(bad).panels == {"recurrent": ["luong + *"], "other": ["transformer"]}
 
 
 @pytest.mark.slow

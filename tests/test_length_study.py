@@ -474,3 +474,49 @@ def test_the_length_penalty_table_shows_the_protocols_and_the_tuned_search_side_
     assert rows[2:] == [
         "| additive | 1 | 0.6: 21.0, 1: 21.5 | 1 | 20.0 → 21.0 | 20.0 → 21.0 | 19.0 → 20.0 | 0.90 → 1.00 |"
     ]
+
+
+def test_panels_split_the_models_and_draw_the_reference_rows_in_each():
+    from seq2seq_attn.ablation.length_study import panel_models
+
+    models = ["bahdanau + additive, train_max_words=30", "luong + dot", "luong + general",
+              "luong + general, heads=4", "transformer", "none (no attention), train_max_words=30"]  # fmt: skip
+    panels = {"scorers": ["luong + dot", "luong + general"], "beyond": ["luong + general", "*heads=4", "transformer*"],
+              "not run yet": ["transformer, positions=rotary"]}  # fmt: skip
+    layout = dict(panel_models(models, panels))
+    references = {models[0], models[-1]}
+    assert set(layout) == {"scorers", "beyond"}  # a panel naming no finished model is left out
+    assert set(layout["scorers"]) == {"luong + dot", "luong + general", *references}
+    assert set(layout["beyond"]) == {"luong + general", "luong + general, heads=4", "transformer", *references}
+    assert [m for m in layout["beyond"]] == [m for m in models if m in layout["beyond"]]  # the given order
+    assert panel_models(models, None) == [("", models)]
+
+
+def test_a_paneled_figure_shares_its_scale_and_lists_each_model_once():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from seq2seq_attn.ablation.length_study import plot_length_curve
+
+    rows = [{"model": m, "metric": "bleu", "bucket": b, "lo": lo, "score": s * k, "ci_low": s * k - 1,
+             "ci_high": s * k + 1, "ratio": r, "ratio_low": r, "ratio_high": r}
+            for k, m in enumerate(["additive", "dot", "transformer"], start=1)
+            for b, lo, s, r in (("11-20", 11, 10., 1.0), ("31-40", 31, 5., 0.5))]  # fmt: skip
+    captured = {}
+    save = plt.Figure.savefig
+    plt.Figure.savefig = lambda fig, *args, **kwargs: captured.setdefault("fig", fig)
+    try:
+        plot_length_curve(pd.DataFrame(rows), "unused.png", caps={"dot": 30}, panels={"rnn": ["dot"], "tf": ["trans*"]})
+    finally:
+        plt.Figure.savefig = save
+    fig = captured["fig"]
+    left, right = fig.axes
+    assert [ax.get_title() for ax in (left, right)] == ["rnn", "tf"]
+    named = lambda ax: [line.get_label() for line in ax.lines if not line.get_label().startswith("_")]  # noqa: E731
+    assert named(left) == ["additive", "dot"] and named(right) == ["additive", "transformer"]
+    assert left.get_ylim() == right.get_ylim()  # one scale: the panels compare
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["additive", "dot", "transformer"]
+    assert [line.get_xdata()[0] for line in left.lines if line.get_linestyle() == ":"] == [30.5]  # dot's cap, left only
+    assert not [line for line in right.lines if line.get_linestyle() == ":"]

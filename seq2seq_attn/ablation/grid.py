@@ -56,6 +56,22 @@ class Cell:
         return [arg for key, value in self.overrides for arg in (f"--{key}", _text(value))]
 
 
+def check_panels(panels: Any, path: Path) -> dict[str, list[str]]:
+    """A grid file's ``panels:``, which splits the report's length figures into side by side panels: each
+    panel's title maps to the model labels it draws, as shell-style patterns; models no panel names (the
+    reference rows) are drawn in every panel (length_study.panel_models)."""
+    if panels is None:
+        return {}
+
+    def is_panel(name: Any, patterns: Any) -> bool:
+        return isinstance(name, str) and isinstance(patterns, list) and all(isinstance(p, str) for p in patterns)
+
+    if not isinstance(panels, dict) or not panels or not all(v and is_panel(k, v) for k, v in panels.items()):
+        raise ConfigError(f"'panels:' in {path} must map each panel's title to a list of model-label patterns, "
+                          f"e.g. panels: {{'recurrent': ['luong + *'], 'Transformer': ['transformer*']}}")  # fmt: skip
+    return panels
+
+
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
@@ -67,6 +83,7 @@ class Grid:
     grid: dict[str, list]  # every key and the union of its values (what a W&B sweep sweeps)
     fixed: dict[str, Any] = field(default_factory=dict)
     metric: str = DEFAULT_METRIC
+    panels: dict[str, list[str]] = field(default_factory=dict)  # the report's length figures, split (check_panels)
     path: Path = Path(".")
     parts: list[dict[str, list]] = field(default_factory=list)  # the sub-grids whose products are the cells
 
@@ -78,11 +95,12 @@ class Grid:
                 f"grid file not found: {path}: pass a file such as experiments/ablations/toy_reverse.yaml"
             )
         spec = yaml.safe_load(path.read_text()) or {}
-        unknown = set(spec) - {"name", "configs", "grid", "fixed", "metric"}
+        unknown = set(spec) - {"name", "configs", "grid", "fixed", "metric", "panels"}
         if unknown:
             raise ConfigError(
-                f"unknown key(s) {sorted(unknown)} in grid {path}: use name, configs, grid, fixed, metric"
+                f"unknown key(s) {sorted(unknown)} in grid {path}: use name, configs, grid, fixed, metric, panels"
             )
+        check_panels(spec.get("panels"), path)
         parts = spec.get("grid")
         parts = [parts] if isinstance(parts, dict) else parts
         if not isinstance(parts, list) or not parts or not all(isinstance(p, dict) and p for p in parts):
@@ -106,6 +124,7 @@ class Grid:
             grid=union,
             fixed=spec.get("fixed") or {},
             metric=spec.get("metric", DEFAULT_METRIC),
+            panels=spec.get("panels") or {},
             path=path,
             parts=parts,
         )

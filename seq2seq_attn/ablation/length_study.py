@@ -23,6 +23,7 @@ and returns the markdown tables for ``summary.md``.
 
 import itertools
 import json
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -274,14 +275,27 @@ def ratio_table(stats: pd.DataFrame, caps: dict[str, int], reference: str = REFE
     return "\n".join(lines)
 
 
+def panel_models(models: Sequence[str], panels: Optional[dict[str, list[str]]] = None) -> list[tuple[str, list[str]]]:
+    """``(title, models)`` per panel of a length figure. A grid file's ``panels:`` maps each panel's title to
+    the model labels it draws, as shell-style patterns (``luong + *``); a model that no panel names is drawn
+    in every panel (the reference rows), and a panel that names no model yet (a grid still running) is left
+    out. Without ``panels``: one panel of every model."""
+    if not panels:
+        return [("", list(models))]
+    named = {name: {m for m in models if any(fnmatchcase(m, p) for p in patterns)} for name, patterns in panels.items()}
+    everywhere = {m for m in models if not any(m in chosen for chosen in named.values())}
+    return [(name, [m for m in models if m in chosen or m in everywhere]) for name, chosen in named.items() if chosen]
+
+
 def plot_length_curve(
     stats: pd.DataFrame, path: Path, metric: str = "bleu", caps: Optional[dict] = None, styles: Optional[dict] = None,
-    ratio: bool = False,
+    ratio: bool = False, panels: Optional[dict[str, list[str]]] = None,
 ) -> Path:  # fmt: skip
     """BLEU per bucket, a line per model; with ``caps`` (:func:`training_caps`), the buckets beyond a model's
     training cap are drawn with open markers, and each cap is a vertical line. With ``ratio``, each bucket's
     BLEU as a multiple of the model's 11-20-word BLEU instead (Fig. 2's question, models of any quality on
-    one scale), the band the seeds' 95% intervals of that ratio."""
+    one scale), the band the seeds' 95% intervals of that ratio. With ``panels`` (:func:`panel_models`),
+    side by side panels on one scale, each with the models its patterns name and the reference rows."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -289,32 +303,45 @@ def plot_length_curve(
 
     caps = caps or {}
     part = stats[(stats.metric == metric) & (stats.bucket != ALL)]
-    fig, ax = plt.subplots(figsize=(7.5, 4.8))
-    styles = styles or curve_styles(list(part.model.unique()))
-    for model in sorted(part.model.unique(), key=lambda m: (m.startswith("none"), m)):
-        rows = part[part.model == model]
-        value, low, high = ("ratio", "ratio_low", "ratio_high") if ratio else ("score", "ci_low", "ci_high")
-        by_bucket = rows.groupby("lo").agg(score=(value, "mean"), low=(low, "min"), high=(high, "max"))
-        x = by_bucket.index.to_numpy() + 4.5  # the bucket's middle word count
-        line = ax.plot(x, by_bucket.score, marker="o", ms=3, label=model, **styles[model])[0]
-        ax.fill_between(x, by_bucket.low, by_bucket.high, alpha=0.15, color=line.get_color())
-        beyond = by_bucket.index.to_numpy() > caps.get(model, float("inf"))
-        if beyond.any():  # beyond the longest training sentence: open markers
-            ax.plot(x[beyond], by_bucket.score[beyond], "o", ms=6, mfc="white", color=line.get_color())
-    for cap in sorted(set(caps.values())):
-        ax.axvline(cap + 0.5, color="grey", ls=":", lw=1)
-        ax.text(cap + 1, ax.get_ylim()[1], f" trained on ≤ {cap} words", fontsize=7, color="grey", va="top")
-    ax.set_xlabel("source sentence length (words; the middle of each 10-word bucket; open: beyond the training cap)")
-    if ratio:  # Fig. 2's readings: 1 = as good as at 11-20 words, 0.5 = Bahdanau et al.'s collapse
-        ax.axhline(1.0, color="grey", lw=0.8)
-        ax.axhline(0.5, color="grey", lw=0.8, ls="--")
-        ax.set_ylabel(f"test {title(metric)} / the model's {REFERENCE}-word {title(metric)}")
+    models = sorted(part.model.unique(), key=lambda m: (m.startswith("none"), m))
+    styles = styles or curve_styles(models)
+    layout = panel_models(models, panels)
+    fig, axes = plt.subplots(1, len(layout), figsize=(7.5 if len(layout) == 1 else 6.2 * len(layout), 4.8),
+                             sharey=True, squeeze=False)  # fmt: skip
+    value, low, high = ("ratio", "ratio_low", "ratio_high") if ratio else ("score", "ci_low", "ci_high")
+    for ax, (heading, drawn) in zip(axes[0], layout):
+        for model in drawn:
+            rows = part[part.model == model]
+            by_bucket = rows.groupby("lo").agg(score=(value, "mean"), low=(low, "min"), high=(high, "max"))
+            x = by_bucket.index.to_numpy() + 4.5  # the bucket's middle word count
+            line = ax.plot(x, by_bucket.score, marker="o", ms=3, label=model, **styles[model])[0]
+            ax.fill_between(x, by_bucket.low, by_bucket.high, alpha=0.15, color=line.get_color())
+            beyond = by_bucket.index.to_numpy() > caps.get(model, float("inf"))
+            if beyond.any():  # beyond the longest training sentence: open markers
+                ax.plot(x[beyond], by_bucket.score[beyond], "o", ms=6, mfc="white", color=line.get_color())
+        if ratio:  # Fig. 2's readings: 1 = as good as at 11-20 words, 0.5 = Bahdanau et al.'s collapse
+            ax.axhline(1.0, color="grey", lw=0.8)
+            ax.axhline(0.5, color="grey", lw=0.8, ls="--")
+        ax.grid(alpha=0.3)
+        if heading:
+            ax.set_title(heading, fontsize=9)
+    for ax, (_, drawn) in zip(axes[0], layout):  # once every panel is drawn: the shared scale is final
+        for cap in sorted({caps[m] for m in drawn if m in caps}):
+            ax.axvline(cap + 0.5, color="grey", ls=":", lw=1)
+            ax.text(cap + 1, ax.get_ylim()[1], f" trained on ≤ {cap} words", fontsize=7, color="grey", va="top")
+    fig.supxlabel("source sentence length (words; the middle of each 10-word bucket; open: beyond the training cap)",
+                  fontsize=10)  # fmt: skip
+    if ratio:
+        axes[0][0].set_ylabel(f"test {title(metric)} / the model's {REFERENCE}-word {title(metric)}")
     else:
-        ax.set_ylabel(f"{title(metric)} (test)")
-    ax.grid(alpha=0.3)
-    ax.set_title("quality vs source length: mean over seeds, band = the seeds' 95% bootstrap intervals", fontsize=9)
+        axes[0][0].set_ylabel(f"{title(metric)} (test)")
+    caption = "quality vs source length: mean over seeds, band = the seeds' 95% bootstrap intervals"
+    if len(layout) > 1:
+        fig.suptitle(caption, fontsize=10)
+    else:
+        axes[0][0].set_title(caption, fontsize=9)
     fig.tight_layout()
-    legend_below(fig, ax)  # where it hides neither a curve nor the caps' labels
+    legend_below(fig, list(axes[0]), ncol=2 * len(layout) if len(layout) > 1 else 2)  # hides no curve or caps' label
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return path
@@ -469,8 +496,11 @@ def plot_learning_curves(
     return path
 
 
-def write_length_study(out: Path, df: pd.DataFrame, edges: Sequence[int] = DEFAULT_BUCKETS) -> tuple[list[Path], str]:
-    """The files listed in the module docstring, and the markdown for ``summary.md`` ('' without translations)."""
+def write_length_study(
+    out: Path, df: pd.DataFrame, edges: Sequence[int] = DEFAULT_BUCKETS, panels: Optional[dict[str, list[str]]] = None
+) -> tuple[list[Path], str]:
+    """The files listed in the module docstring, and the markdown for ``summary.md`` ('' without translations);
+    ``panels``: the grid file's split of the length figures (:func:`panel_models`)."""
     cells = _cell_models(df)
     cells = cells[[(out / "cells" / c / TRANSLATIONS).is_file() for c in cells.cell]]
     if cells.empty:
@@ -485,8 +515,8 @@ def write_length_study(out: Path, df: pd.DataFrame, edges: Sequence[int] = DEFAU
     styles = curve_styles(sorted(cells.model.unique()))  # one look per model in every figure
     written = [
         write_csv(out / "statistics.csv", rows, list(rows[0])),
-        plot_length_curve(stats, out / "length_curve.png", caps=caps, styles=styles),
-        plot_length_curve(stats, out / "ratio_curve.png", caps=caps, styles=styles, ratio=True),
+        plot_length_curve(stats, out / "length_curve.png", caps=caps, styles=styles, panels=panels),
+        plot_length_curve(stats, out / "ratio_curve.png", caps=caps, styles=styles, ratio=True, panels=panels),
     ]
     if not sig.empty:
         written.append(write_csv(out / "significance.csv", sig.to_dict("records"), list(sig.columns)))

@@ -444,9 +444,11 @@ def write_report(out: Path, metric: Optional[str] = None) -> list[Path]:
             have = ", ".join(sorted(df.metric.unique()))
             raise ConfigError(f"metric {asked!r} is not in {csv_path}; pass one of: {have}")
         metric = DEFAULT_METRIC if (df.metric == DEFAULT_METRIC).any() else df.metric.iloc[0]
+    from seq2seq_attn.ablation.grid import check_panels
     from seq2seq_attn.ablation.length_study import write_length_study
 
-    study, extra = write_length_study(out, df)  # real text with saved translations: intervals, tests
+    panels = check_panels(kept_grid(out).get("panels"), out / "grid.yaml")
+    study, extra = write_length_study(out, df, panels=panels)  # real text with saved translations: intervals, tests
     written = [write_summary(out, df, metric, extra), plot_degradation(df, metric, out / "degradation.png"), *study]
     heatmaps = plot_attention(out, df, out / "attention.png")
     written += [heatmaps] if heatmaps else []

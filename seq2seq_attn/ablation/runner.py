@@ -231,6 +231,9 @@ def ablate(
         return out_dir
     with _exclusive(out_dir):
         shutil.copyfile(grid.path, out_dir / "grid.yaml")
+        if publish_dir is not None:  # the published report splits its figures as the grid says from the first cell
+            publish_dir.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(grid.path, publish_dir / "grid.yaml")
         jobs = jobs or min(os.cpu_count() or 1, 8)
         start = time.time()
         run_cells(out_dir, grid, todo, max(1, min(jobs, len(todo) or 1)), publish_dir, threads)
@@ -242,8 +245,6 @@ def ablate(
             for cell in cells:
                 if status(out_dir, cell) == "done":
                     publish_cell(out_dir, cell, publish_dir)
-            publish_dir.mkdir(parents=True, exist_ok=True)  # also before any cell has finished
-            shutil.copyfile(grid.path, publish_dir / "grid.yaml")
             write_results_csv(publish_dir)
             write_report(publish_dir, grid.metric)
     return out_dir
