@@ -379,6 +379,20 @@ def test_runs_root_and_publish_keep_checkpoints_out_of_the_published_folder(tmp_
         ablate(str(grid), str(out), jobs=1, publish=str(out))
 
 
+def test_the_published_folder_has_the_grid_before_its_first_cell_finishes(tmp_path, monkeypatch):
+    from seq2seq_attn.ablation import runner
+
+    grid = write_grid(tmp_path, {"model.attention": ["dot"]})
+    seen = {}
+
+    def run_cells(out, grid, todo, jobs, publish, threads):  # what a report of the published folder finds meanwhile
+        seen["grid"] = (publish / "grid.yaml").read_text()
+
+    monkeypatch.setattr(runner, "run_cells", run_cells)
+    ablate(str(grid), str(tmp_path / "out"), jobs=1, publish=str(tmp_path / "docs"))
+    assert seen["grid"] == grid.read_text()
+
+
 def test_set_adds_a_setting_to_every_cell_without_renaming_them(tmp_path, capsys):
     grid = write_grid(tmp_path, {"model.attention": ["dot"]})
     main(["ablate", str(grid), "--out", str(tmp_path / "out"), "--set", "model.lr=0.01", "--set",
