@@ -100,7 +100,6 @@ class Grid:
             raise ConfigError(
                 f"unknown key(s) {sorted(unknown)} in grid {path}: use name, configs, grid, fixed, metric, panels"
             )
-        check_panels(spec.get("panels"), path)
         parts = spec.get("grid")
         parts = [parts] if isinstance(parts, dict) else parts
         if not isinstance(parts, list) or not parts or not all(isinstance(p, dict) and p for p in parts):
@@ -124,7 +123,7 @@ class Grid:
             grid=union,
             fixed=spec.get("fixed") or {},
             metric=spec.get("metric", DEFAULT_METRIC),
-            panels=spec.get("panels") or {},
+            panels=check_panels(spec.get("panels"), path),
             path=path,
             parts=parts,
         )

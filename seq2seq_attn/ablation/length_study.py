@@ -341,7 +341,7 @@ def plot_length_curve(
     else:
         axes[0][0].set_title(caption, fontsize=9)
     fig.tight_layout()
-    legend_below(fig, list(axes[0]), ncol=2 * len(layout) if len(layout) > 1 else 2)  # hides no curve or caps' label
+    legend_below(fig, list(axes[0]), ncol=2 * len(layout))  # where it hides no curve and no cap's label
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return path
