@@ -520,3 +520,38 @@ def test_a_paneled_figure_shares_its_scale_and_lists_each_model_once():
     assert [t.get_text() for t in fig.legends[0].get_texts()] == ["additive", "dot", "transformer"]
     assert [line.get_xdata()[0] for line in left.lines if line.get_linestyle() == ":"] == [30.5]  # dot's cap, left only
     assert not [line for line in right.lines if line.get_linestyle() == ":"]
+
+
+def test_paneled_learning_curves_draw_a_row_per_panel_with_the_reference_rows_in_each(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from seq2seq_attn.ablation.length_study import plot_learning_curves
+
+    flows = {"add": ("bahdanau", "additive"), "dot": ("luong", "dot"), "none": ("none", "none")}
+    cells = []
+    for name, (flow, attention) in flows.items():
+        for seed in (1, 2):
+            overrides = {"model.flow": flow, "model.attention": attention, "seed_everything": seed}
+            fake_cell(tmp_path, f"{name}{seed}", overrides, 0.8, seed)
+            cells.append({"cell": f"{name}{seed}", "model": name, "seed": seed})
+    captured = {}
+    save = plt.Figure.savefig
+    plt.Figure.savefig = lambda fig, *args, **kwargs: captured.setdefault("fig", fig)
+    try:
+        plot_learning_curves(tmp_path, pd.DataFrame(cells), tmp_path / "unused.png",
+                             panels={"additive": ["add"], "dot": ["dot"], "not run yet": ["rotary"]})  # fmt: skip
+    finally:
+        plt.Figure.savefig = save
+    fig = captured["fig"]
+    assert len(fig.axes) == 2 * 2  # two panels with a row each (dev BLEU, saturation); the empty panel left out
+    top, bottom = fig.axes[0], fig.axes[2]
+    assert [top.get_title(loc="left"), bottom.get_title(loc="left")] == ["additive", "dot"]
+    named = lambda ax: [line.get_label() for line in ax.lines]  # noqa: E731
+    assert named(top) == ["add (seed 1)", "add (seed 2)", "none (seed 1)", "none (seed 2)"]
+    assert named(bottom) == ["dot (seed 1)", "dot (seed 2)", "none (seed 1)", "none (seed 2)"]
+    assert list(top.lines[1].get_ydata()) == [1.0, 4.0, 3.0]  # seed 2's dev BLEU at updates 1, 2, 3
+    assert top.get_ylim() == bottom.get_ylim() and fig.axes[1].get_ylim() == fig.axes[3].get_ylim()  # per column
+    assert len(fig.legends) == 1 and len(fig.legends[0].get_texts()) == 6  # each cell once, below the figure

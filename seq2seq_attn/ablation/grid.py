@@ -57,9 +57,9 @@ class Cell:
 
 
 def check_panels(panels: Any, path: Path) -> dict[str, list[str]]:
-    """A grid file's ``panels:``, which splits the report's length figures into side by side panels: each
-    panel's title maps to the model labels it draws, as shell-style patterns; models no panel names (the
-    reference rows) are drawn in every panel (length_study.panel_models)."""
+    """A grid file's ``panels:``, which splits the report's length figures into side by side panels and its
+    learning curves into rows: each panel's title maps to the model labels it draws, as shell-style patterns;
+    models no panel names (the reference rows) are drawn in every panel (length_study.panel_models)."""
     if panels is None:
         return {}
 

@@ -16,7 +16,8 @@ without checkpoints, :func:`write_length_study` writes into the ablation folder:
 - ``training_gap.png``: BLEU per length bucket at every validation, for the bottleneck and the
   attention models: how the gap between short and long sentences opens during training;
 - ``learning_curves.png``: dev BLEU, the share of saturated attention rows and (where validations logged
-  it) the output's length over the reference's at every validation;
+  it) the output's length over the reference's at every validation, a row of plots per panel of the grid
+  file's ``panels:``;
 
 and returns the markdown tables for ``summary.md``.
 """
@@ -450,9 +451,12 @@ def dev_table(out: Path, cells: pd.DataFrame, metric: str = "bleu") -> str:
 
 
 def plot_learning_curves(
-    out: Path, cells: pd.DataFrame, path: Path, metric: str = "bleu", styles: Optional[dict] = None
-) -> Optional[Path]:
-    """Dev score and the share of saturated attention rows against updates, one line per cell."""
+    out: Path, cells: pd.DataFrame, path: Path, metric: str = "bleu", styles: Optional[dict] = None,
+    panels: Optional[dict[str, list[str]]] = None,
+) -> Optional[Path]:  # fmt: skip
+    """Dev score, the share of saturated attention rows and (where validations logged it) the output's length
+    against updates, one line per cell. With ``panels`` (:func:`panel_models`), a row of those plots per panel,
+    each column on one scale, so that a grid's second seeds do not crowd one plot."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -463,34 +467,44 @@ def plot_learning_curves(
     if not histories:
         return None
     lengths = any("length_ratio" in h["overall"] for history in histories.values() for h in history)
-    fig, axes = plt.subplots(1, 3 if lengths else 2, figsize=(18 if lengths else 12, 4.4))
-    styles = styles or curve_styles(sorted({model for model, _ in histories}))
+    models = sorted({model for model, _ in histories}, key=lambda m: (m.startswith("none"), m))
+    layout = panel_models(models, panels)
+    columns = 3 if lengths else 2
+    fig, axes = plt.subplots(len(layout), columns, figsize=(6 * columns, 4.4 * len(layout)), sharex=True,
+                             sharey="col", squeeze=False)  # fmt: skip
+    styles = styles or curve_styles(models)
     seeds = sorted({seed for _, seed in histories}, key=str)
     markers = {seed: ".x+^v"[k % 5] for k, seed in enumerate(seeds)}  # a model's seeds share its style
-    for (model, seed), history in sorted(histories.items(), key=lambda kv: (kv[0][0].startswith("none"), kv[0])):
-        style = {**styles[model], "marker": markers[seed]}
-        points = [(h["step"], h["overall"][metric]) for h in history if metric in h["overall"]]
-        if points:
-            axes[0].plot(*zip(*points), label=f"{model} (seed {seed})", **style)
-        for ax, key in zip(axes[1:], ("attn_saturated", "length_ratio")):
-            values = [(h["step"], h["overall"][key]) for h in history if key in h["overall"]]
-            if values and points:
-                ax.plot(*zip(*values), **style)
-    axes[0].set_ylabel(f"dev {title(metric)} (greedy)")
-    axes[1].set_ylabel(f"attention rows with a weight above {SATURATED}")
-    if lengths:  # below 1 the outputs stop early (BLEU's brevity penalty)
-        axes[2].set_ylabel("dev output length / reference length")
-        axes[2].axhline(1.0, color="grey", linewidth=0.8)
-    for ax in axes:
+    for row, (heading, drawn) in zip(axes, layout):
+        for (model, seed), history in sorted(histories.items(), key=lambda kv: (kv[0][0].startswith("none"), kv[0])):
+            if model not in drawn:
+                continue
+            style = {**styles[model], "marker": markers[seed]}
+            points = [(h["step"], h["overall"][metric]) for h in history if metric in h["overall"]]
+            if points:
+                row[0].plot(*zip(*points), label=f"{model} (seed {seed})", **style)
+            for ax, key in zip(row[1:], ("attn_saturated", "length_ratio")):
+                values = [(h["step"], h["overall"][key]) for h in history if key in h["overall"]]
+                if values and points:
+                    ax.plot(*zip(*values), **style)
+        row[0].set_ylabel(f"dev {title(metric)} (greedy)")
+        row[1].set_ylabel(f"attention rows with a weight above {SATURATED}")
+        if lengths:  # below 1 the outputs stop early (BLEU's brevity penalty)
+            row[2].set_ylabel("dev output length / reference length")
+            row[2].axhline(1.0, color="grey", linewidth=0.8)
+        if heading:
+            row[0].set_title(heading, fontsize=9, loc="left")
+        for ax in row:
+            ax.grid(alpha=0.3)
+    for ax in axes[-1]:
         ax.set_xlabel("updates")
-        ax.grid(alpha=0.3)
     fig.suptitle(
         "learning curves on dev: quality, how much of the attention has stopped learning"
         + (", and how long the outputs are" if lengths else ""),
         fontsize=10,
     )
     fig.tight_layout()
-    legend_below(fig, axes[0], ncol=3, fontsize=7)
+    legend_below(fig, list(axes[:, 0]), ncol=3, fontsize=7)
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return path
@@ -521,7 +535,7 @@ def write_length_study(
     if not sig.empty:
         written.append(write_csv(out / "significance.csv", sig.to_dict("records"), list(sig.columns)))
     gap = plot_training_gap(out, cells, out / "training_gap.png")
-    curves = plot_learning_curves(out, cells, out / "learning_curves.png", styles=styles)
+    curves = plot_learning_curves(out, cells, out / "learning_curves.png", styles=styles, panels=panels)
     written += [p for p in (gap, curves) if p]
     parts = ["", "## Test BLEU and chrF per source length, with 95% bootstrap intervals", "",
              "Mean ± std over seeds, then [the lowest lower and highest upper bound of the seeds' 95% intervals]"
