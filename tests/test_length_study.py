@@ -40,6 +40,23 @@ def fake_cell(out, name, overrides, quality: float, seed: int):
     (folder / "val_history.jsonl").write_text("".join(json.dumps(h) + "\n" for h in history))
 
 
+def drawn_figure(draw):
+    """The figure that ``draw()`` would save, captured instead of written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    captured = {}
+    save = plt.Figure.savefig
+    plt.Figure.savefig = lambda fig, *args, **kwargs: captured.setdefault("fig", fig)
+    try:
+        draw()
+    finally:
+        plt.Figure.savefig = save
+    return captured["fig"]
+
+
 def test_the_report_of_a_length_study_has_intervals_tests_and_figures(tmp_path):
     for seed in (1, 2):
         fake_cell(tmp_path, f"none{seed}", {"model.flow": "none", "model.attention": "none", "seed_everything": seed},
@@ -428,24 +445,13 @@ def test_learning_curves_draw_the_dev_output_length_where_validations_logged_it(
 
 
 def test_the_ratio_curve_draws_each_buckets_ratio_to_11_20_and_its_interval():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     from seq2seq_attn.ablation.length_study import plot_length_curve
 
     rows = [{"model": "additive", "metric": "bleu", "bucket": b, "lo": lo, "score": s, "ci_low": s - 1,
              "ci_high": s + 1, "ratio": r, "ratio_low": r - 0.1, "ratio_high": r + 0.1}
             for b, lo, s, r in (("1-10", 1, 20., 0.9), ("11-20", 11, 22., 1.0), ("31-40", 31, 11., 0.5))]  # fmt: skip
-    captured = {}
-    save = plt.Figure.savefig
-    plt.Figure.savefig = lambda fig, *args, **kwargs: captured.setdefault("fig", fig)
-    try:
-        plot_length_curve(pd.DataFrame(rows), "unused.png", caps={"additive": 30}, ratio=True)
-    finally:
-        plt.Figure.savefig = save
-    ax = captured["fig"].axes[0]
+    fig = drawn_figure(lambda: plot_length_curve(pd.DataFrame(rows), "unused.png", caps={"additive": 30}, ratio=True))
+    ax = fig.axes[0]
     curve = ax.lines[0]
     assert list(curve.get_ydata()) == [0.9, 1.0, 0.5] and "11-20-word BLEU" in ax.get_ylabel()
     band = ax.collections[0].get_paths()[0].vertices[:, 1]
@@ -493,25 +499,14 @@ def test_panels_split_the_models_and_draw_the_reference_rows_in_each():
 
 
 def test_a_paneled_figure_shares_its_scale_and_lists_each_model_once():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     from seq2seq_attn.ablation.length_study import plot_length_curve
 
     rows = [{"model": m, "metric": "bleu", "bucket": b, "lo": lo, "score": s * k, "ci_low": s * k - 1,
              "ci_high": s * k + 1, "ratio": r, "ratio_low": r, "ratio_high": r}
             for k, m in enumerate(["additive", "dot", "transformer"], start=1)
             for b, lo, s, r in (("11-20", 11, 10., 1.0), ("31-40", 31, 5., 0.5))]  # fmt: skip
-    captured = {}
-    save = plt.Figure.savefig
-    plt.Figure.savefig = lambda fig, *args, **kwargs: captured.setdefault("fig", fig)
-    try:
-        plot_length_curve(pd.DataFrame(rows), "unused.png", caps={"dot": 30}, panels={"rnn": ["dot"], "tf": ["trans*"]})
-    finally:
-        plt.Figure.savefig = save
-    fig = captured["fig"]
+    panels = {"rnn": ["dot"], "tf": ["trans*"]}
+    fig = drawn_figure(lambda: plot_length_curve(pd.DataFrame(rows), "unused.png", caps={"dot": 30}, panels=panels))
     left, right = fig.axes
     assert [ax.get_title() for ax in (left, right)] == ["rnn", "tf"]
     named = lambda ax: [line.get_label() for line in ax.lines if not line.get_label().startswith("_")]  # noqa: E731
@@ -523,11 +518,6 @@ def test_a_paneled_figure_shares_its_scale_and_lists_each_model_once():
 
 
 def test_paneled_learning_curves_draw_a_row_per_panel_with_the_reference_rows_in_each(tmp_path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     from seq2seq_attn.ablation.length_study import plot_learning_curves
 
     flows = {"add": ("bahdanau", "additive"), "dot": ("luong", "dot"), "none": ("none", "none")}
@@ -537,15 +527,8 @@ def test_paneled_learning_curves_draw_a_row_per_panel_with_the_reference_rows_in
             overrides = {"model.flow": flow, "model.attention": attention, "seed_everything": seed}
             fake_cell(tmp_path, f"{name}{seed}", overrides, 0.8, seed)
             cells.append({"cell": f"{name}{seed}", "model": name, "seed": seed})
-    captured = {}
-    save = plt.Figure.savefig
-    plt.Figure.savefig = lambda fig, *args, **kwargs: captured.setdefault("fig", fig)
-    try:
-        plot_learning_curves(tmp_path, pd.DataFrame(cells), tmp_path / "unused.png",
-                             panels={"additive": ["add"], "dot": ["dot"], "not run yet": ["rotary"]})  # fmt: skip
-    finally:
-        plt.Figure.savefig = save
-    fig = captured["fig"]
+    panels = {"additive": ["add"], "dot": ["dot"], "not run yet": ["rotary"]}
+    fig = drawn_figure(lambda: plot_learning_curves(tmp_path, pd.DataFrame(cells), tmp_path / "x.png", panels=panels))
     assert len(fig.axes) == 2 * 2  # two panels with a row each (dev BLEU, saturation); the empty panel left out
     top, bottom = fig.axes[0], fig.axes[2]
     assert [top.get_title(loc="left"), bottom.get_title(loc="left")] == ["additive", "dot"]

@@ -467,7 +467,8 @@ def plot_learning_curves(
     if not histories:
         return None
     lengths = any("length_ratio" in h["overall"] for history in histories.values() for h in history)
-    models = sorted({model for model, _ in histories}, key=lambda m: (m.startswith("none"), m))
+    ordered = sorted(histories.items(), key=lambda kv: (kv[0][0].startswith("none"), kv[0]))  # the bottleneck last
+    models = list(dict.fromkeys(model for (model, _), _ in ordered))
     layout = panel_models(models, panels)
     columns = 3 if lengths else 2
     fig, axes = plt.subplots(len(layout), columns, figsize=(6 * columns, 4.4 * len(layout)), sharex=True,
@@ -476,7 +477,7 @@ def plot_learning_curves(
     seeds = sorted({seed for _, seed in histories}, key=str)
     markers = {seed: ".x+^v"[k % 5] for k, seed in enumerate(seeds)}  # a model's seeds share its style
     for row, (heading, drawn) in zip(axes, layout):
-        for (model, seed), history in sorted(histories.items(), key=lambda kv: (kv[0][0].startswith("none"), kv[0])):
+        for (model, seed), history in ordered:
             if model not in drawn:
                 continue
             style = {**styles[model], "marker": markers[seed]}
