@@ -30,6 +30,25 @@ def draw_heatmap(
         ax.set_ylabel(f"output ({len(out_tokens)})", fontsize=7)
 
 
+BASELINE = "none"  # the no-attention bottleneck's labels start with it (report.model_label)
+
+
+def is_baseline(model: str) -> bool:
+    """Whether a model label names the no-attention bottleneck."""
+    return model.startswith(BASELINE)
+
+
+def bottleneck_last(key: str | tuple) -> tuple:
+    """Sort key for model labels, or tuples that start with one: the attention models in order, then the
+    bottleneck (the order of the tables and legends)."""
+    return (is_baseline(key[0] if isinstance(key, tuple) else key), key)
+
+
+def bottleneck_first(key: str | tuple) -> tuple:
+    """Sort key: the bottleneck first (the reference a figure draws before the models it is compared with)."""
+    return (not is_baseline(key[0] if isinstance(key, tuple) else key), key)
+
+
 CAP_KEY = "train_max_words="  # how a model label names its training cap (a grid key of the -30/-50 protocol)
 CAP_STYLES = ["-", "--", ":", "-."]  # the longest cap solid, shorter ones dashed, then dotted
 
@@ -51,11 +70,11 @@ def curve_styles(models: Sequence[str]) -> dict[str, dict]:
     them once from every model of a report, so that a model looks the same in each of its figures."""
     import matplotlib.pyplot as plt
 
-    families = sorted({family(m) for m in models}, key=lambda f: (not f.startswith("none"), f))
+    families = sorted({family(m) for m in models}, key=bottleneck_first)
     palette = itertools.cycle(plt.get_cmap("tab10").colors)
     styles = {}
     for k, name in enumerate(families):
-        colour = "black" if k == 0 and name.startswith("none") else next(palette)
+        colour = "black" if k == 0 and is_baseline(name) else next(palette)
         members = sorted((m for m in models if family(m) == name), key=label_cap, reverse=True)
         for rank, model in enumerate(members):
             lone_baseline = len(members) == 1 and colour == "black"

@@ -105,6 +105,12 @@ def test_bad_grid_files_fail_in_one_line(tmp_path):
             Grid.load(bad)
     bad.write_text("name: x\ngrid: {model.flow: [luong]}\npanels: {recurrent: ['luong + *'], other: [transformer]}\n")
     assert Grid.load(bad).panels == {"recurrent": ["luong + *"], "other": ["transformer"]}
+    for compare in ("luong", "[]", "[[luong]]", "[[a, b, c]]", "[{a: b}]"):
+        bad.write_text(f"name: x\ngrid: {{model.flow: [luong]}}\ncompare: {compare}\n")
+        with pytest.raises(ConfigError, match="'compare:' in .* must list model-label patterns"):
+            Grid.load(bad)
+    bad.write_text("name: x\ngrid: {model.flow: [luong]}\ncompare: ['luong + *', [transformer, 'luong + dot']]\n")
+    assert Grid.load(bad).compare == ["luong + *", ["transformer", "luong + dot"]]
 
 
 @pytest.mark.slow

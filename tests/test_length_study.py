@@ -137,6 +137,55 @@ def test_paired_tests_are_significant_only_when_every_seed_agrees_on_the_sign():
     assert "| b − a | +1.5, p ≤ 0.200 / 0.200 (n.s.) |" in weak
 
 
+def test_compare_names_each_pair_once_a_pattern_against_every_model_or_a_pair_of_patterns():
+    from seq2seq_attn.ablation.length_study import compared_pairs
+
+    models = ["bahdanau + additive", "luong + dot", "luong + general", "transformer", "none (no attention)"]
+    pairs = compared_pairs(models, ["luong + general", ["luong + dot", "bahdanau + *"], ["luong + *", "transformer"]])
+    assert pairs == [
+        ("luong + general", "bahdanau + additive"),  # the pattern's model is A, every other model B
+        ("luong + general", "luong + dot"),
+        ("luong + general", "transformer"),
+        ("luong + general", "none (no attention)"),
+        ("luong + dot", "bahdanau + additive"),  # a pair of patterns: A from the first, B from the second
+        ("luong + dot", "transformer"),  # (luong + general, transformer) is listed already
+    ]
+    assert compared_pairs(models, ["lstm*"]) == []  # a pattern that names no model adds no pair
+
+
+def test_a_pair_shown_the_other_way_round_changes_its_sign_and_keeps_its_p_values():
+    from seq2seq_attn.ablation.length_study import _significance_table
+
+    seeds = ((1, 2.0, 0.01), (2, 1.0, 0.02))  # seed, difference, p
+    rows = [{"model_a": "a", "model_b": "b", "seed": seed, "bucket": "all", "lo": float("nan"), "metric": "bleu",
+             "delta_b_minus_a": d, "p_value": p, "p_value_ar": 2 * p} for seed, d, p in seeds]  # fmt: skip
+    sig = pd.DataFrame(rows)
+    assert "| b − a | +1.5, p ≤ 0.020 / 0.040 |" in _significance_table(sig, "bleu")
+    flipped = _significance_table(sig, "bleu", pairs=[("b", "a"), ("a", "c")])  # no test of a with c: no row
+    assert "| a − b | -1.5, p ≤ 0.020 / 0.040 |" in flipped and "b − a" not in flipped
+    assert len(flipped.splitlines()) == 3  # the header, its rule, one pair
+
+
+def test_the_summary_shows_the_pairs_the_grid_file_compares_and_significance_csv_all_of_them(tmp_path):
+    for name, flow, attention in (("none", "none", "none"), ("add", "bahdanau", "additive"), ("dot", "luong", "dot")):
+        overrides = {"model.flow": flow, "model.attention": attention, "seed_everything": 1}
+        fake_cell(tmp_path, name, overrides, 0.8 if name != "dot" else 0.7, 1)
+    (tmp_path / "grid.yaml").write_text("name: x\ngrid: {model.flow: [luong]}\ncompare: ['bahdanau + additive']\n")
+    write_results_csv(tmp_path)
+    write_report(tmp_path, "bleu")
+    summary = (tmp_path / "summary.md").read_text()
+    table = summary[summary.index("### Paired tests (BLEU)") :].split("\n## ")[0]
+    assert "The pairs the grid file's `compare:` names (2 of the 3 tested; significance.csv holds them all)" in table
+    shown = re.findall(r"^\| ([^|]+ − [^|]+) \|", table, flags=re.M)
+    assert shown == ["B − A", "luong + dot − bahdanau + additive", "none (no attention) − bahdanau + additive"]
+    sig = pd.read_csv(tmp_path / "significance.csv")
+    assert len(sig.drop_duplicates(["model_a", "model_b"])) == 3
+    # the bottleneck was tested as A (it sorts first): shown the other way round, its differences change sign
+    tested = sig[(sig.model_b == "bahdanau + additive") & (sig.bucket == "41-50") & (sig.metric == "bleu")]
+    row = next(line for line in table.splitlines() if line.startswith("| none (no attention) − "))
+    assert row.split(" | ")[1 + 5].startswith(f"{-tested.delta_b_minus_a.iloc[0]:+.1f}, ")  # column 41-50
+
+
 def test_summary_says_how_many_seeds_each_model_has_while_a_grid_is_unfinished():
     from seq2seq_attn.ablation.report import seeds_per_model
 

@@ -72,6 +72,25 @@ def check_panels(panels: Any, path: Path) -> dict[str, list[str]]:
     return panels
 
 
+def check_compare(compare: Any, path: Path) -> list[str | list[str]]:
+    """A grid file's ``compare:``, the pairs of models whose paired tests ``summary.md`` lists (every pair stays
+    in ``significance.csv``): a model-label pattern compares every other model with the models it names; a list
+    of two patterns ``[A, B]`` compares the models the first names with those the second names
+    (length_study.compared_pairs)."""
+    if compare is None:
+        return []
+
+    def is_entry(entry: Any) -> bool:
+        pair = isinstance(entry, list) and len(entry) == 2 and all(isinstance(p, str) and p for p in entry)
+        return pair or (isinstance(entry, str) and bool(entry))
+
+    if not isinstance(compare, list) or not compare or not all(is_entry(e) for e in compare):
+        raise ConfigError(f"'compare:' in {path} must list model-label patterns (each against every model) or "
+                          f"pairs [A, B] of them, e.g. compare: ['bahdanau + additive', ['luong + dot', "
+                          f"'luong + general']]")  # fmt: skip
+    return compare
+
+
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
@@ -84,6 +103,7 @@ class Grid:
     fixed: dict[str, Any] = field(default_factory=dict)
     metric: str = DEFAULT_METRIC
     panels: dict[str, list[str]] = field(default_factory=dict)  # the report's length figures, split (check_panels)
+    compare: list[str | list[str]] = field(default_factory=list)  # the paired tests summary.md lists (check_compare)
     path: Path = Path(".")
     parts: list[dict[str, list]] = field(default_factory=list)  # the sub-grids whose products are the cells
 
@@ -95,10 +115,11 @@ class Grid:
                 f"grid file not found: {path}: pass a file such as experiments/ablations/toy_reverse.yaml"
             )
         spec = yaml.safe_load(path.read_text()) or {}
-        unknown = set(spec) - {"name", "configs", "grid", "fixed", "metric", "panels"}
+        unknown = set(spec) - {"name", "configs", "grid", "fixed", "metric", "panels", "compare"}
         if unknown:
             raise ConfigError(
-                f"unknown key(s) {sorted(unknown)} in grid {path}: use name, configs, grid, fixed, metric, panels"
+                f"unknown key(s) {sorted(unknown)} in grid {path}: "
+                "use name, configs, grid, fixed, metric, panels, compare"
             )
         parts = spec.get("grid")
         parts = [parts] if isinstance(parts, dict) else parts
@@ -124,6 +145,7 @@ class Grid:
             fixed=spec.get("fixed") or {},
             metric=spec.get("metric", DEFAULT_METRIC),
             panels=check_panels(spec.get("panels"), path),
+            compare=check_compare(spec.get("compare"), path),
             path=path,
             parts=parts,
         )

@@ -19,7 +19,8 @@ without checkpoints, :func:`write_length_study` writes into the ablation folder:
   it) the output's length over the reference's at every validation, a row of plots per panel of the grid
   file's ``panels:``;
 
-and returns the markdown tables for ``summary.md``.
+and returns the markdown tables for ``summary.md``, whose paired-test table shows the pairs of the grid
+file's ``compare:`` (all of them without it).
 """
 
 import itertools
@@ -33,7 +34,7 @@ import pandas as pd
 import torch
 
 from seq2seq_attn.metrics import DEFAULT_BUCKETS, SATURATED, bucket_index, buckets, title
-from seq2seq_attn.plots import curve_styles, legend_below
+from seq2seq_attn.plots import bottleneck_first, bottleneck_last, curve_styles, legend_below
 from seq2seq_attn.results import LENGTH_PENALTY, TRANSLATIONS, VAL_HISTORY, plain, read_json, read_jsonl_gz, write_csv
 from seq2seq_attn.stats import (
     BLEU_FACTORS,
@@ -111,7 +112,7 @@ def significance(cells: pd.DataFrame, saved: dict, edges: Sequence[int]) -> list
     """Paired bootstrap and approximate randomisation tests of every pair of models, seed by seed, per bucket
     and metric."""
     out = []
-    models = sorted(cells.model.unique(), key=lambda m: (not m.startswith("none"), m))
+    models = sorted(cells.model.unique(), key=bottleneck_first)
     for model_a, model_b in itertools.combinations(models, 2):
         for seed in sorted(set(cells[cells.model == model_a].seed) & set(cells[cells.model == model_b].seed)):
             cell_a = cells[(cells.model == model_a) & (cells.seed == seed)].cell.iloc[0]
@@ -136,7 +137,7 @@ def _table(stats: pd.DataFrame, metric: str, digits: int = 1) -> str:
         "| model | " + " | ".join(f"{b} ({int(counts[b])})" for b in order) + " |",
         "|" + "---|" * (len(order) + 1),
     ]
-    for model in sorted(part.model.unique(), key=lambda m: (m.startswith("none"), m)):
+    for model in sorted(part.model.unique(), key=bottleneck_last):
         cells = []
         for bucket in order:
             rows = part[(part.model == model) & (part.bucket == bucket)]
@@ -147,13 +148,40 @@ def _table(stats: pd.DataFrame, metric: str, digits: int = 1) -> str:
     return "\n".join(lines)
 
 
-def _significance_table(sig: pd.DataFrame, metric: str) -> str:
+def compared_pairs(models: Sequence[str], compare: Sequence[str | Sequence[str]]) -> list[tuple[str, str]]:
+    """``(A, B)`` for each pair of models a grid file's ``compare:`` names, for a table of B − A: a pattern pairs
+    each model it names (A) with every other model (B); a pair of patterns ``[A, B]`` pairs the models the first
+    names with those the second names. Shell-style patterns on the models' labels; the grid file's order, each
+    pair once."""
+
+    def named(pattern: str) -> list[str]:
+        return [m for m in models if fnmatchcase(m, pattern)]
+
+    pairs: list[tuple[str, str]] = []
+    for entry in compare:
+        firsts, seconds = (named(entry), models) if isinstance(entry, str) else (named(entry[0]), named(entry[1]))
+        for a, b in itertools.product(firsts, seconds):
+            if a != b and (a, b) not in pairs and (b, a) not in pairs:
+                pairs.append((a, b))
+    return pairs
+
+
+def _significance_table(sig: pd.DataFrame, metric: str, pairs: Optional[list[tuple[str, str]]] = None) -> str:
     """Markdown: per pair of models and bucket, the mean difference and each test's largest p over seeds; a
-    difference whose sign changes from seed to seed is not significant, whatever each seed's p."""
+    difference whose sign changes from seed to seed is not significant, whatever each seed's p. ``pairs``: the
+    ``(A, B)`` rows to show, as B − A (both tests are two-sided, so a pair tested the other way round keeps its
+    p-values and changes its sign); every tested pair without it."""
     part = sig[sig.metric == metric]
     order = [ALL, *part[part.bucket != ALL].sort_values("lo").bucket.drop_duplicates()]
     lines = ["| B − A | " + " | ".join(order) + " |", "|" + "---|" * (len(order) + 1)]
-    for (a, b), rows in part.groupby(["model_a", "model_b"], sort=False):
+    tested = {pair: rows for pair, rows in part.groupby(["model_a", "model_b"], sort=False)}
+    for a, b in tested if pairs is None else pairs:
+        if (a, b) in tested:
+            rows = tested[(a, b)]
+        elif (b, a) in tested:
+            rows = tested[(b, a)].assign(delta_b_minus_a=lambda r: -r.delta_b_minus_a)
+        else:
+            continue  # no seed of one model has its translations yet
         cells = []
         for bucket in order:
             r = rows[rows.bucket == bucket]
@@ -211,7 +239,7 @@ def beyond_cap_table(
     lines = [f"| model | trained on ≤ words | test sentences beyond | score beyond ({REFERENCE}) | ratio [95%] | "
              "reading |" + "".join(f" {header} |" for header, _, _ in factors),
              "|---|---|---|---|---|---|" + "---|" * len(factors)]  # fmt: skip
-    for model, part in sorted(pd.DataFrame(rows).groupby("model"), key=lambda kv: (kv[0].startswith("none"), kv[0])):
+    for model, part in sorted(pd.DataFrame(rows).groupby("model"), key=lambda kv: bottleneck_last(kv[0])):
         low, high = part.ratio_low.min(), part.ratio_high.max()
         reading = (f"falls to ≤ {collapse}×" if high <= collapse else f"keeps ≥ {holds}×" if low >= holds
                    else "neither bound settles it")  # fmt: skip
@@ -259,7 +287,7 @@ def ratio_table(stats: pd.DataFrame, caps: dict[str, int], reference: str = REFE
     intervals = reference == REFERENCE and "ratio_low" in part
     order = part.sort_values("lo").bucket.drop_duplicates().tolist()
     lines = ["| model | " + " | ".join(order) + " |", "|" + "---|" * (len(order) + 1)]
-    for model in sorted(part.model.unique(), key=lambda m: (m.startswith("none"), m)):
+    for model in sorted(part.model.unique(), key=bottleneck_last):
         rows = part[part.model == model]
         means = rows.groupby("bucket").agg(score=("score", "mean"), lo=("lo", "first"))
         bounds = rows.groupby("bucket").agg(low=("ratio_low", "min"), high=("ratio_high", "max")) if intervals else None
@@ -304,7 +332,7 @@ def plot_length_curve(
 
     caps = caps or {}
     part = stats[(stats.metric == metric) & (stats.bucket != ALL)]
-    models = sorted(part.model.unique(), key=lambda m: (m.startswith("none"), m))
+    models = sorted(part.model.unique(), key=bottleneck_last)
     styles = styles or curve_styles(models)
     layout = panel_models(models, panels)
     fig, axes = plt.subplots(1, len(layout), figsize=(7.5 if len(layout) == 1 else 6.2 * len(layout), 4.8),
@@ -360,7 +388,7 @@ def plot_training_gap(out: Path, cells: pd.DataFrame, path: Path, metric: str = 
     histories = {m: h for m, h in histories.items() if h}
     if not histories:
         return None
-    models = sorted(histories, key=lambda m: (not m.startswith("none"), m))
+    models = sorted(histories, key=bottleneck_first)
     fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models), 3.8), squeeze=False, sharey=True)
     cmap = plt.get_cmap("viridis")
     for ax, model in zip(axes[0], models):
@@ -467,7 +495,7 @@ def plot_learning_curves(
     if not histories:
         return None
     lengths = any("length_ratio" in h["overall"] for history in histories.values() for h in history)
-    ordered = sorted(histories.items(), key=lambda kv: (kv[0][0].startswith("none"), kv[0]))  # the bottleneck last
+    ordered = sorted(histories.items(), key=lambda kv: bottleneck_last(kv[0]))  # the bottleneck last
     models = list(dict.fromkeys(model for (model, _), _ in ordered))
     layout = panel_models(models, panels)
     columns = 3 if lengths else 2
@@ -512,10 +540,15 @@ def plot_learning_curves(
 
 
 def write_length_study(
-    out: Path, df: pd.DataFrame, edges: Sequence[int] = DEFAULT_BUCKETS, panels: Optional[dict[str, list[str]]] = None
+    out: Path,
+    df: pd.DataFrame,
+    edges: Sequence[int] = DEFAULT_BUCKETS,
+    panels: Optional[dict[str, list[str]]] = None,
+    compare: Sequence[str | Sequence[str]] = (),
 ) -> tuple[list[Path], str]:
     """The files listed in the module docstring, and the markdown for ``summary.md`` ('' without translations);
-    ``panels``: the grid file's split of the length figures (:func:`panel_models`)."""
+    ``panels``: the grid file's split of the length figures (:func:`panel_models`); ``compare``: the pairs its
+    paired-test table shows (:func:`compared_pairs`; every pair without it, and in ``significance.csv``)."""
     cells = _cell_models(df)
     cells = cells[[(out / "cells" / c / TRANSLATIONS).is_file() for c in cells.cell]]
     if cells.empty:
@@ -585,10 +618,14 @@ def write_length_study(
                   "at least two source positions) whose largest weight is above 0.99; score range: the median of "
                   "the largest minus the smallest energy of a row.", "", dev]  # fmt: skip
     if not sig.empty:
+        pairs = compared_pairs(sorted(cells.model.unique(), key=bottleneck_last), compare) if compare else None
+        tested = len(sig.drop_duplicates(["model_a", "model_b"]))
+        shown = (f"The pairs the grid file's `compare:` names ({len(pairs)} of the {tested} tested; significance.csv "
+                 "holds them all). " if pairs is not None else "")  # fmt: skip
         parts += ["", "### Paired tests (BLEU)", "",
-                  "Difference B − A (mean over seeds), then the largest p-value over seeds of the paired bootstrap "
-                  f"and of approximate randomisation ({RESAMPLES:,} resamples and trials, sacreBLEU's seed); "
-                  "n.s. = either p ≥ 0.05; seeds disagree = the difference changes sign from seed to seed (not "
-                  "significant either).", "",
-                  _significance_table(sig, "bleu")]  # fmt: skip
+                  f"{shown}Difference B − A (mean over seeds), then the largest p-value over seeds of the paired "
+                  f"bootstrap and of approximate randomisation ({RESAMPLES:,} resamples and trials, sacreBLEU's "
+                  "seed); n.s. = either p ≥ 0.05; seeds disagree = the difference changes sign from seed to seed "
+                  "(not significant either).", "",
+                  _significance_table(sig, "bleu", pairs)]  # fmt: skip
     return written, "\n".join(parts)

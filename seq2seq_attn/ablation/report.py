@@ -19,7 +19,7 @@ import pandas as pd
 from seq2seq_attn.ablation.cell import RESULT
 from seq2seq_attn.errors import ConfigError
 from seq2seq_attn.metrics import DEFAULT_METRIC, metric_info, metric_items, title
-from seq2seq_attn.plots import curve_styles, draw_heatmap, legend_below
+from seq2seq_attn.plots import BASELINE, bottleneck_last, curve_styles, draw_heatmap, is_baseline, legend_below
 from seq2seq_attn.results import (
     TRANSLATIONS,
     VAL_HISTORY,
@@ -152,7 +152,7 @@ def model_label(row: pd.Series, columns: list[str], shared: frozenset[str] = fro
         others = [f"{c}={v}" for c, v in values.items() if c not in rnn_only and c not in shared]
         return ", ".join(["transformer", *others])
     if values.get("attention") == "none" or values.get("flow") == "none":
-        label = "none (no attention)"
+        label = f"{BASELINE} (no attention)"
     else:
         label = " + ".join(str(values[c]) for c in ("flow", "attention") if c in values)
     if str(values.get("input_feed")).lower() == "false":
@@ -173,7 +173,7 @@ def with_labels(df: pd.DataFrame) -> pd.DataFrame:
         if transformer[c].notna().all() and transformer[c].nunique() == 1 and others[c].nunique() <= 1
     )
     df["model"] = df.apply(lambda r: model_label(r, model_cols, shared), axis=1) if model_cols else "model"
-    df["baseline"] = df["model"].str.startswith("none")
+    df["baseline"] = df["model"].map(is_baseline)
     return df
 
 
@@ -215,7 +215,7 @@ def summary_table(df: pd.DataFrame, metric: str) -> str:
     best = stats.groupby("bucket")["mean"].min() if lower_is_better else stats.groupby("bucket")["mean"].max()
     header = ["model", *[f"{b} †" if b in shared else b for b in order]]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for model in sorted(stats.model.unique(), key=lambda m: (m.startswith("none"), m)):
+    for model in sorted(stats.model.unique(), key=bottleneck_last):
         cells = []
         for bucket in order:
             row = stats[(stats.model == model) & (stats.bucket == bucket)]
@@ -378,7 +378,7 @@ def degradation_figure(df: pd.DataFrame, metric: str, heading: str):
     for ax, name in zip(axes[0], metrics):
         part = df[(df.metric == name) & (df.bucket != "all")]
         stats = part.groupby(["model", "bucket"])["value"].agg(["mean", "std"]).reset_index()
-        for model in sorted(stats.model.unique(), key=lambda m: (m.startswith("none"), m)):
+        for model in sorted(stats.model.unique(), key=bottleneck_last):
             rows = stats[stats.model == model].set_index("bucket").reindex(order).dropna(subset=["mean"])
             x = np.array([order.index(b) for b in rows.index])
             line = ax.plot(x, rows["mean"], marker="o", ms=3, label=model, **styles[model])[0]
@@ -407,7 +407,7 @@ def plot_attention(out: Path, df: pd.DataFrame, path: Path, examples: int = 3) -
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    cells = df.drop_duplicates("model").sort_values("model", key=lambda s: s.str.startswith("none"))
+    cells = df.drop_duplicates("model").sort_values("model", key=lambda s: s.map(is_baseline), kind="stable")
     maps = {}
     for _, row in cells.iterrows():
         file = out / "cells" / row["cell"] / "test_attention.json"
@@ -444,11 +444,16 @@ def write_report(out: Path, metric: Optional[str] = None) -> list[Path]:
             have = ", ".join(sorted(df.metric.unique()))
             raise ConfigError(f"metric {asked!r} is not in {csv_path}; pass one of: {have}")
         metric = DEFAULT_METRIC if (df.metric == DEFAULT_METRIC).any() else df.metric.iloc[0]
-    from seq2seq_attn.ablation.grid import check_panels
+    from seq2seq_attn.ablation.grid import check_compare, check_panels
     from seq2seq_attn.ablation.length_study import write_length_study
 
-    panels = check_panels(kept_grid(out).get("panels"), out / "grid.yaml")
-    study, extra = write_length_study(out, df, panels=panels)  # real text with saved translations: intervals, tests
+    kept = kept_grid(out)
+    panels, compare = (
+        check_panels(kept.get("panels"), out / "grid.yaml"),
+        check_compare(kept.get("compare"), out / "grid.yaml"),
+    )
+    # real text with saved translations: intervals, tests
+    study, extra = write_length_study(out, df, panels=panels, compare=compare)
     written = [write_summary(out, df, metric, extra), plot_degradation(df, metric, out / "degradation.png"), *study]
     heatmaps = plot_attention(out, df, out / "attention.png")
     written += [heatmaps] if heatmaps else []
