@@ -507,6 +507,30 @@ def test_the_ratio_curve_draws_each_buckets_ratio_to_11_20_and_its_interval():
     assert band.min() == pytest.approx(0.4) and band.max() == pytest.approx(1.1)
 
 
+def test_the_ratio_axis_fits_the_buckets_from_11_20_on_when_a_short_one_would_stretch_it_and_names_it():
+    from seq2seq_attn.ablation.length_study import plot_length_curve
+
+    def rows(model, short):  # BLEU ratios per bucket; the 1-10 bucket's is ``short``
+        return [{"model": model, "metric": "bleu", "bucket": b, "lo": lo, "score": 10.0, "ci_low": 9.0,
+                 "ci_high": 11.0, "ratio": r, "ratio_low": r - 0.1, "ratio_high": r + 0.1}
+                for b, lo, r in (("1-10", 1, short), ("11-20", 11, 1.0), ("31-40", 31, 0.8))]  # fmt: skip
+
+    stats = pd.DataFrame(rows("add", 1.8) + rows("dot", 1.1) + rows("none", 2.9))
+    panels = {"left": ["add"], "right": ["dot"]}
+    fig = drawn_figure(lambda: plot_length_curve(stats, "unused.png", ratio=True, panels=panels))
+    left, right = fig.axes[:2]
+    assert left.get_ylim()[1] == pytest.approx(1.05 * 1.2) == right.get_ylim()[1]  # not stretched to 2.9
+    notes = [[t.get_text() for t in ax.texts if "above the axis" in t.get_text()] for ax in (left, right)]
+    assert notes == [["above the axis: 1-10 words: 1.8-2.9× (2 of 2 models)"],
+                     ["above the axis: 1-10 words: 2.9× (1 of 2 models)"]]  # fmt: skip
+    # no short bucket above the buckets' range: the axis is matplotlib's and no note is written
+    calm = drawn_figure(lambda: plot_length_curve(pd.DataFrame(rows("dot", 1.1)), "unused.png", ratio=True))
+    assert calm.axes[0].get_ylim()[1] > 1.2 and not [t for t in calm.axes[0].texts if "above" in t.get_text()]
+    # a short bucket that would stretch the axis by less than a quarter is drawn whole, without a note
+    near = drawn_figure(lambda: plot_length_curve(pd.DataFrame(rows("add", 1.4)), "unused.png", ratio=True))
+    assert near.axes[0].get_ylim()[1] > 1.5 and not [t for t in near.axes[0].texts if "above" in t.get_text()]
+
+
 def test_the_length_penalty_table_shows_the_protocols_and_the_tuned_search_side_by_side(tmp_path):
     from seq2seq_attn.ablation.length_study import length_penalty_table
 

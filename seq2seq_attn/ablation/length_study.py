@@ -316,6 +316,34 @@ def panel_models(models: Sequence[str], panels: Optional[dict[str, list[str]]] =
     return [(name, [m for m in models if m in chosen or m in everywhere]) for name, chosen in named.items() if chosen]
 
 
+def _ratio_axis(axes, part: pd.DataFrame, layout: list[tuple[str, list[str]]]) -> None:
+    """The ratio figure's y axis fitted to the buckets from the reference bucket on, where Fig. 2's question lies,
+    when a shorter bucket's ratio (often far above 1) would stretch it by more than a quarter and squeeze them
+    into a strip; each panel then names the shorter buckets whose mean ratio it leaves above the axis, with
+    their range."""
+    reference = part[part.bucket == REFERENCE].lo
+    if reference.empty:
+        return
+    longer = part[part.lo >= reference.iloc[0]]
+    top = 1.05 * max(1.2, longer.ratio_high.max())
+    if part.ratio_high.max() <= 1.25 * top:
+        return
+    means = part[part.lo < reference.iloc[0]].groupby(["model", "lo", "bucket"]).ratio.mean()
+    for ax, (_, drawn) in zip(axes, layout):
+        ax.set_ylim(top=top)
+        above = means[(means > top) & means.index.get_level_values("model").isin(drawn)]
+        notes = []
+        for (_, bucket), v in above.groupby(level=["lo", "bucket"]):
+            low, high = f"{v.min():.1f}", f"{v.max():.1f}"
+            many = "s" if len(drawn) > 1 else ""
+            notes.append(
+                f"{bucket} words: {low if low == high else f'{low}-{high}'}× ({len(v)} of {len(drawn)} model{many})"
+            )
+        if notes:  # the lower left, where the short buckets' lines have left the plot
+            ax.text(0.01, 0.02, "above the axis: " + "; ".join(notes), transform=ax.transAxes, fontsize=7,
+                    color="dimgrey")  # fmt: skip
+
+
 def plot_length_curve(
     stats: pd.DataFrame, path: Path, metric: str = "bleu", caps: Optional[dict] = None, styles: Optional[dict] = None,
     ratio: bool = False, panels: Optional[dict[str, list[str]]] = None,
@@ -323,8 +351,9 @@ def plot_length_curve(
     """BLEU per bucket, a line per model; with ``caps`` (:func:`training_caps`), the buckets beyond a model's
     training cap are drawn with open markers, and each cap is a vertical line. With ``ratio``, each bucket's
     BLEU as a multiple of the model's 11-20-word BLEU instead (Fig. 2's question, models of any quality on
-    one scale), the band the seeds' 95% intervals of that ratio. With ``panels`` (:func:`panel_models`),
-    side by side panels on one scale, each with the models its patterns name and the reference rows."""
+    one scale), the band the seeds' 95% intervals of that ratio, the y axis fitted to the buckets from 11-20
+    on (:func:`_ratio_axis`). With ``panels`` (:func:`panel_models`), side by side panels on one scale, each
+    with the models its patterns name and the reference rows."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -354,6 +383,8 @@ def plot_length_curve(
         ax.grid(alpha=0.3)
         if heading:
             ax.set_title(heading, fontsize=9)
+    if ratio:
+        _ratio_axis(axes[0], part, layout)
     for ax, (_, drawn) in zip(axes[0], layout):  # once every panel is drawn: the shared scale is final
         for cap in sorted({caps[m] for m in drawn if m in caps}):
             ax.axvline(cap + 0.5, color="grey", ls=":", lw=1)
