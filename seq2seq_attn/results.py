@@ -3,6 +3,7 @@
 import csv
 import io
 import json
+import numbers
 import os
 import tempfile
 from pathlib import Path
@@ -114,7 +115,17 @@ def read_jsonl_gz(path: PathLike) -> list[Any]:
         raise DamagedFile(path, err) from err
 
 
-def write_csv(path: PathLike, rows: Sequence[dict], columns: Sequence[str]) -> Path:
+def _rounded(value: Any, digits: int) -> Any:
+    if isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral):
+        return float(f"{value:.{digits}g}")
+    return value
+
+
+def write_csv(path: PathLike, rows: Sequence[dict], columns: Sequence[str], digits: int | None = None) -> Path:
+    """``rows`` as a CSV of ``columns``; with ``digits``, every float rounded to that many significant digits,
+    so that a table of float sums reads the same on machines whose last bit differs."""
+    if digits is not None:
+        rows = [{key: _rounded(value, digits) for key, value in row.items()} for row in rows]
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=list(columns), extrasaction="ignore")
     writer.writeheader()

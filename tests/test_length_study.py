@@ -8,11 +8,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from seq2seq_attn.ablation.length_study import read_history
+from seq2seq_attn.ablation.length_study import STAT_DIGITS, read_history
 from seq2seq_attn.ablation.report import write_report, write_results_csv
 from seq2seq_attn.metrics import DEFAULT_BUCKETS
 from seq2seq_attn.plots import curve_styles
-from seq2seq_attn.results import TRANSLATIONS, write_json, write_jsonl_gz
+from seq2seq_attn.results import TRANSLATIONS, write_csv, write_json, write_jsonl_gz
 
 WORDS = "in the beginning god created heavens and earth was without form void darkness on face of deep".split()
 
@@ -85,7 +85,7 @@ def test_the_report_of_a_length_study_has_intervals_tests_and_figures(tmp_path):
         stats[stats.bucket == "11-20"][["cell", "metric", "score"]], on=["cell", "metric"], suffixes=("", "_ref")
     )
     assert stats[stats.bucket == "all"].ratio.isna().all()
-    assert (buckets.ratio - buckets.score / buckets.score_ref).abs().max() < 1e-12
+    assert (buckets.ratio - buckets.score / buckets.score_ref).abs().max() < 1e-8  # the CSV keeps 10 digits
     reference, others = buckets[buckets.bucket == "11-20"], buckets[buckets.bucket != "11-20"]
     assert (reference[["ratio", "ratio_low", "ratio_high"]] == 1).all().all()
     assert (others[others.metric != "length_ratio"].eval("ratio_low < ratio_high")).all()  # lengths all equal here
@@ -105,6 +105,20 @@ def test_the_report_of_a_length_study_has_intervals_tests_and_figures(tmp_path):
     # dev: the last validation (update 3, BLEU 3) and the best (update 2: BLEU 2 + seed), with the saturation
     assert "| bahdanau + additive | 1 | 3 | 3.0 | 3.0 (2) | 0.25 | 10.0 | - |" in summary
     assert "| bahdanau + additive | 2 | 3 | 3.0 | 4.0 (2) | 0.50 | 20.0 | - |" in summary
+
+
+def test_statistics_tables_read_the_same_where_a_float_sums_last_bit_differs(tmp_path):
+    """0.1 + 0.2 and 0.3 differ in the last bit, as a bootstrap sum may on another machine; rounded to the
+    study's digits both write one file, while integers, text, missing values and float32s keep their meaning."""
+    files = []
+    for value in (0.1 + 0.2, 0.3):
+        rows = [{"cell": "a", "seed": 2, "bleu": value, "lo": np.float32(1 / 3), "p": None}]
+        files.append(write_csv(tmp_path / f"{value!r}.csv", rows, list(rows[0]), digits=STAT_DIGITS).read_text())
+    assert files[0] == files[1] == "cell,seed,bleu,lo,p\na,2,0.3,0.3333333433,\n"
+    unrounded = [
+        write_csv(tmp_path / f"raw{i}.csv", [{"bleu": v}], ["bleu"]).read_text() for i, v in enumerate((0.1 + 0.2, 0.3))
+    ]
+    assert unrounded[0] != unrounded[1]
 
 
 def test_degradation_figures_axis_labels_stay_beside_their_plots():

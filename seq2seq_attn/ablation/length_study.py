@@ -9,7 +9,8 @@ without checkpoints, :func:`write_length_study` writes into the ablation folder:
   as a multiple of the cell's 11-20-word score (``ratio``) with that ratio's interval;
 - ``significance.csv``: per pair of models, seed, bucket and metric the difference and the p-values of
   the paired bootstrap test (``p_value``) and of approximate randomisation (``p_value_ar``)
-  (:mod:`seq2seq_attn.stats`);
+  (:mod:`seq2seq_attn.stats`); both tables to 10 significant digits, so that a machine whose float sums
+  differ in the last bit writes the same file;
 - ``length_curve.png``: BLEU against source length, a line per model (mean over seeds) and a band
   spanning the seeds' 95% intervals: the look of Bahdanau et al.'s Fig. 2;
 - ``ratio_curve.png``: the same with each bucket's BLEU as a multiple of the model's 11-20-word BLEU;
@@ -54,6 +55,7 @@ from seq2seq_attn.stats import (
 
 TEXT_METRICS = ("bleu", "chrf")
 SCORED = (*TEXT_METRICS, *BLEU_FACTORS)  # the metrics of statistics.csv
+STAT_DIGITS = 10  # significant digits of the bootstrap tables: the same file wherever a float sum's last bit differs
 ALL = "all"
 REFERENCE = "11-20"  # the bucket a model's other buckets are compared with (Fig. 2's question)
 SAME = Interval(1.0, 1.0, 1.0)  # the reference bucket against itself: exactly 1, nothing to resample
@@ -593,12 +595,13 @@ def write_length_study(
     caps = training_caps(df)
     styles = curve_styles(sorted(cells.model.unique()))  # one look per model in every figure
     written = [
-        write_csv(out / "statistics.csv", rows, list(rows[0])),
+        write_csv(out / "statistics.csv", rows, list(rows[0]), digits=STAT_DIGITS),
         plot_length_curve(stats, out / "length_curve.png", caps=caps, styles=styles, panels=panels),
         plot_length_curve(stats, out / "ratio_curve.png", caps=caps, styles=styles, ratio=True, panels=panels),
     ]
     if not sig.empty:
-        written.append(write_csv(out / "significance.csv", sig.to_dict("records"), list(sig.columns)))
+        sig_rows = sig.to_dict("records")
+        written.append(write_csv(out / "significance.csv", sig_rows, list(sig.columns), digits=STAT_DIGITS))
     gap = plot_training_gap(out, cells, out / "training_gap.png")
     curves = plot_learning_curves(out, cells, out / "learning_curves.png", styles=styles, panels=panels)
     written += [p for p in (gap, curves) if p]
